@@ -1,0 +1,203 @@
+// Package auth turns an Authorization header into a Principal: the key, its
+// tenant and plan, after every check of contract sections 1 and 2
+// (INVALID_API_KEY, KEY_INACTIVE, TENANT_SUSPENDED, TRIAL_EXPIRED). It keeps
+// keys and tenants in a short-lived cache so that a request costs no database
+// read, drops entries at once when told of a change (revocation on this node,
+// or a notification from another node), and records last use in batches.
+//
+// It does not rate-limit or meter; see Meter and package ratelimit.
+package auth
+
+import (
+	"context"
+	"crypto/subtle"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	sb "github.com/switchboard/switchboard"
+)
+
+// Store is what authentication needs from storage.
+type Store interface {
+	KeyByHash(ctx context.Context, hash string) (*sb.APIKey, error)
+	Tenant(ctx context.Context, id string) (*sb.Tenant, error)
+	TouchKeys(ctx context.Context, used map[string]time.Time) error
+}
+
+// Principal is an authenticated caller.
+type Principal struct {
+	Key    *sb.APIKey
+	Tenant *sb.Tenant
+	Plan   sb.Plan
+	// Env is the environment of the key: every resource the request touches
+	// lives in it.
+	Env sb.Environment
+	// RateLimit is the key's per-minute limit now; 0 means unlimited.
+	RateLimit int
+}
+
+// DefaultTTL bounds how long a cached key or tenant may be used without
+// re-reading it. Changes made through this node, and on PostgreSQL through
+// any node, take effect at once; an operator command against SQLite takes
+// effect within this time.
+const DefaultTTL = time.Second
+
+type keyEntry struct {
+	key     *sb.APIKey
+	fetched time.Time
+}
+
+type tenantEntry struct {
+	tenant  *sb.Tenant
+	fetched time.Time
+}
+
+// Authenticator authenticates requests. It is safe for concurrent use.
+type Authenticator struct {
+	store Store
+	plans sb.Plans
+	now   func() time.Time
+	ttl   time.Duration
+
+	keys    sync.Map // key hash -> *keyEntry
+	tenants sync.Map // tenant id -> *tenantEntry
+
+	mu   sync.Mutex
+	used map[string]time.Time // key id -> last use not yet written
+}
+
+// New returns an Authenticator over store with the plan table plans.
+func New(store Store, plans sb.Plans, now func() time.Time) *Authenticator {
+	if now == nil {
+		now = time.Now
+	}
+	return &Authenticator{store: store, plans: plans, now: now, ttl: DefaultTTL, used: map[string]time.Time{}}
+}
+
+var errInvalidKey = sb.Errorf(sb.CodeInvalidAPIKey, "Missing or invalid API key. Send Authorization: Bearer <API_KEY>.")
+
+// Authenticate checks the Authorization header value and returns the
+// principal, or an *sb.Error: INVALID_API_KEY (401), KEY_INACTIVE,
+// TENANT_SUSPENDED or TRIAL_EXPIRED (403), in that order.
+func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Principal, error) {
+	text, ok := strings.CutPrefix(header, "Bearer ")
+	if !ok {
+		return nil, errInvalidKey
+	}
+	if _, ok := sb.ParseKeyText(text); !ok {
+		return nil, errInvalidKey
+	}
+	hash := sb.HashKey(text)
+	key, err := a.key(ctx, hash)
+	if err != nil {
+		return nil, err
+	}
+	// The lookup was by hash; compare again in constant time so that no
+	// code path depends on how much of a wrong hash matched.
+	if subtle.ConstantTimeCompare([]byte(key.Hash), []byte(hash)) != 1 || key.Status == sb.KeyRevoked {
+		return nil, errInvalidKey
+	}
+	if key.Status != sb.KeyActive {
+		return nil, sb.Errorf(sb.CodeKeyInactive, "This API key is deactivated.")
+	}
+	tenant, err := a.tenant(ctx, key.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	now := a.now()
+	if err := tenant.Access(now); err != nil {
+		return nil, err
+	}
+	plan := a.plans[tenant.Plan]
+	a.markUsed(key.ID, now)
+	return &Principal{Key: key, Tenant: tenant, Plan: plan, Env: key.Environment, RateLimit: key.EffectiveRateLimit(plan)}, nil
+}
+
+func (a *Authenticator) key(ctx context.Context, hash string) (*sb.APIKey, error) {
+	if e, ok := a.keys.Load(hash); ok {
+		ke := e.(*keyEntry)
+		if a.now().Sub(ke.fetched) < a.ttl {
+			return ke.key, nil
+		}
+	}
+	fetched := a.now()
+	key, err := a.store.KeyByHash(ctx, hash)
+	if err != nil {
+		if sb.ErrorCode(err) == sb.CodeNotFound {
+			a.keys.Delete(hash)
+			return nil, errInvalidKey
+		}
+		return nil, err
+	}
+	a.keys.Store(hash, &keyEntry{key: key, fetched: fetched})
+	return key, nil
+}
+
+func (a *Authenticator) tenant(ctx context.Context, id string) (*sb.Tenant, error) {
+	if e, ok := a.tenants.Load(id); ok {
+		te := e.(*tenantEntry)
+		if a.now().Sub(te.fetched) < a.ttl {
+			return te.tenant, nil
+		}
+	}
+	fetched := a.now()
+	t, err := a.store.Tenant(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	a.tenants.Store(id, &tenantEntry{tenant: t, fetched: fetched})
+	return t, nil
+}
+
+// ForgetKey drops a key from the cache, so that its next use reads storage.
+func (a *Authenticator) ForgetKey(hash string) { a.keys.Delete(hash) }
+
+// ForgetTenant drops a tenant from the cache.
+func (a *Authenticator) ForgetTenant(id string) { a.tenants.Delete(id) }
+
+// Reset drops everything cached.
+func (a *Authenticator) Reset() {
+	a.keys.Clear()
+	a.tenants.Clear()
+}
+
+func (a *Authenticator) markUsed(keyID string, at time.Time) {
+	a.mu.Lock()
+	a.used[keyID] = at
+	a.mu.Unlock()
+}
+
+// FlushUsed writes pending last-use times to storage.
+func (a *Authenticator) FlushUsed(ctx context.Context) error {
+	a.mu.Lock()
+	used := a.used
+	if len(used) == 0 {
+		a.mu.Unlock()
+		return nil
+	}
+	a.used = make(map[string]time.Time, len(used))
+	a.mu.Unlock()
+	return a.store.TouchKeys(ctx, used)
+}
+
+// Run flushes last-use times every interval until ctx ends, then once more.
+// With an interval of one second, last_used_at reflects a use within two.
+func (a *Authenticator) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if err := a.FlushUsed(context.WithoutCancel(ctx)); err != nil {
+				slog.Error("flushing key last use", "err", err)
+			}
+			return
+		case <-t.C:
+			if err := a.FlushUsed(ctx); err != nil && ctx.Err() == nil {
+				slog.Error("flushing key last use", "err", err)
+			}
+		}
+	}
+}

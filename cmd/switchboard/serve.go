@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	sb "github.com/switchboard/switchboard"
+	"github.com/switchboard/switchboard/auth"
+	"github.com/switchboard/switchboard/httpapi"
+	"github.com/switchboard/switchboard/ratelimit"
+	"github.com/switchboard/switchboard/sqlstore"
+)
+
+type serveConfig struct {
+	addr, database, plans, logLevel string
+	redisURL                        string
+	shutdownTimeout                 time.Duration
+}
+
+func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	f := newFlags("serve", getenv, stderr)
+	addr := f.string("addr", "127.0.0.1:8080", "listen address")
+	db := f.database()
+	plans := f.string("plans", "", "JSON file overriding per-plan limits")
+	logLevel := f.string("log-level", "info", "log level: debug, info, warn, error")
+	redisURL := f.string("redis-url", "", "redis://host:port: share rate limits between nodes through Redis (default: in-process)")
+	shutdown := f.duration("shutdown-timeout", 10*time.Second, "how long to wait for in-flight requests on shutdown")
+	if _, err := f.parse(args); err != nil {
+		return err
+	}
+	c := serveConfig{addr: *addr, database: *db, plans: *plans, logLevel: *logLevel, redisURL: *redisURL, shutdownTimeout: *shutdown}
+	return runServer(ctx, c, stderr)
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})), nil
+}
+
+func runServer(ctx context.Context, c serveConfig, stderr io.Writer) error {
+	log, err := newLogger(stderr, c.logLevel)
+	if err != nil {
+		return err
+	}
+	slog.SetDefault(log)
+	plans, err := sb.LoadPlans(c.plans)
+	if err != nil {
+		return err
+	}
+	db, err := sqlstore.Open(ctx, c.database)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	var limiter ratelimit.Limiter = ratelimit.NewMemory(nil)
+	if c.redisURL != "" {
+		opt, err := redis.ParseURL(c.redisURL)
+		if err != nil {
+			return fmt.Errorf("--redis-url: %w", err)
+		}
+		rc := redis.NewClient(opt)
+		defer rc.Close()
+		limiter = ratelimit.NewRedis(rc)
+	}
+
+	authn := auth.New(db, plans, nil)
+	api, err := httpapi.New(httpapi.Config{
+		Store:   db,
+		Auth:    authn,
+		Meter:   auth.NewMeter(db),
+		Limiter: limiter,
+		Plans:   plans,
+	})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+
+	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { api.Background(bgCtx) })
+	wg.Go(func() {
+		db.ListenAuth(bgCtx, func(inv sqlstore.Invalidation) {
+			switch {
+			case inv.Reset:
+				authn.Reset()
+			case inv.KeyHash != "":
+				authn.ForgetKey(inv.KeyHash)
+			case inv.TenantID != "":
+				authn.ForgetTenant(inv.TenantID)
+			}
+		})
+	})
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String(), "database", db.Dialect().String())
+
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		log.Info("shutting down")
+		sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
+		err = srv.Shutdown(sctx)
+		cancel()
+	}
+	stopBg()
+	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}

@@ -1,0 +1,67 @@
+package httpapi
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+
+	sb "github.com/switchboard/switchboard"
+)
+
+// statusOf maps every error code to its HTTP status. It is the only place
+// that decides a status for an error.
+var statusOf = map[sb.Code]int{
+	sb.CodeInvalidAPIKey:        http.StatusUnauthorized,
+	sb.CodeTokenExpired:         http.StatusUnauthorized,
+	sb.CodeInvalidToken:         http.StatusUnauthorized,
+	sb.CodeKeyInactive:          http.StatusForbidden,
+	sb.CodeTrialExpired:         http.StatusForbidden,
+	sb.CodeTenantSuspended:      http.StatusForbidden,
+	sb.CodeForbidden:            http.StatusForbidden,
+	sb.CodeValidation:           http.StatusBadRequest,
+	sb.CodeInvalidPhoneNumber:   http.StatusBadRequest,
+	sb.CodeInvalidTemplate:      http.StatusBadRequest,
+	sb.CodeMissingTemplateVar:   http.StatusBadRequest,
+	sb.CodeRecipientOptedOut:    http.StatusBadRequest,
+	sb.CodeNotFound:             http.StatusNotFound,
+	sb.CodeContactNotFound:      http.StatusNotFound,
+	sb.CodeCampaignNotFound:     http.StatusNotFound,
+	sb.CodeMethodNotAllowed:     http.StatusMethodNotAllowed,
+	sb.CodeDuplicateContact:     http.StatusConflict,
+	sb.CodeDuplicateTemplate:    http.StatusConflict,
+	sb.CodeIdempotencyConflict:  http.StatusConflict,
+	sb.CodeCampaignNotDraft:     http.StatusConflict,
+	sb.CodePayloadTooLarge:      http.StatusRequestEntityTooLarge,
+	sb.CodeRateLimitExceeded:    http.StatusTooManyRequests,
+	sb.CodeQuotaExceeded:        http.StatusTooManyRequests,
+	sb.CodeNewContactLimit:      http.StatusTooManyRequests,
+	sb.CodeDeliveryFailed:       http.StatusInternalServerError,
+	sb.CodeInternal:             http.StatusInternalServerError,
+	sb.CodeNoPhoneAvailable:     http.StatusServiceUnavailable,
+	sb.CodeDetectionUnavailable: http.StatusServiceUnavailable,
+	sb.CodeChannelUnavailable:   http.StatusServiceUnavailable,
+	sb.CodeQuietHours:           http.StatusOK,
+}
+
+type errorBody struct {
+	Error   string         `json:"error"`
+	Code    sb.Code        `json:"code"`
+	Details map[string]any `json:"details,omitempty"`
+}
+
+// writeError renders err as the error envelope. An *sb.Error keeps its code
+// and message; anything else is an internal failure: it is logged with the
+// request id and the client learns only that id.
+func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var e *sb.Error
+	if !errors.As(err, &e) {
+		id := w.Header().Get("X-Request-Id")
+		slog.Error("internal error", "request_id", id, "method", r.Method, "path", r.URL.Path, "err", err)
+		e = sb.Errorf(sb.CodeInternal, "An unexpected error occurred. Quote request id %s when contacting support.", id)
+	}
+	status, ok := statusOf[e.Code]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	writeJSON(w, status, errorBody{Error: e.Message, Code: e.Code, Details: e.Details})
+}

@@ -1,0 +1,134 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	sb "github.com/switchboard/switchboard"
+	"github.com/switchboard/switchboard/auth"
+)
+
+// KeyStore is what the API-key routes need from storage.
+type KeyStore interface {
+	CreateKey(ctx context.Context, k *sb.APIKey) error
+	Keys(ctx context.Context, tenantID string) ([]*sb.APIKey, error)
+	RevokeKey(ctx context.Context, tenantID, id string, now time.Time) (*sb.APIKey, error)
+}
+
+// keyJSON is the API form of a key. Key is set only in the creation response.
+type keyJSON struct {
+	ID          string     `json:"id"`
+	Name        string     `json:"name"`
+	Key         string     `json:"key,omitempty"`
+	KeyHint     string     `json:"key_hint"`
+	Environment string     `json:"environment"`
+	Status      string     `json:"status"`
+	RateLimit   *int       `json:"rate_limit"`
+	LastUsedAt  *time.Time `json:"last_used_at"`
+	CreatedAt   time.Time  `json:"created_at"`
+}
+
+func toKeyJSON(k *sb.APIKey, plan sb.Plan) keyJSON {
+	out := keyJSON{
+		ID: k.ID, Name: k.Name, KeyHint: k.Hint, Environment: string(k.Environment),
+		Status: k.Status, LastUsedAt: k.LastUsedAt, CreatedAt: k.CreatedAt,
+	}
+	if limit := k.EffectiveRateLimit(plan); limit > 0 {
+		out.RateLimit = &limit
+	}
+	return out
+}
+
+type createKeyRequest struct {
+	Name        *string `json:"name"`
+	RateLimit   *int    `json:"rate_limit"`
+	Environment *string `json:"environment"`
+}
+
+func (s *Server) createKey(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	var req createKeyRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	if req.Name == nil || strings.TrimSpace(*req.Name) == "" {
+		return sb.Invalid("name", "name is required.")
+	}
+	if utf8.RuneCountInString(*req.Name) > 100 {
+		return sb.Invalid("name", "name must be at most 100 characters.")
+	}
+	env := p.Env
+	if req.Environment != nil {
+		env = sb.Environment(*req.Environment)
+		if !env.Valid() {
+			return sb.Invalid("environment", `environment must be "live" or "test".`)
+		}
+	}
+	limit := 0
+	if req.RateLimit != nil {
+		limit = *req.RateLimit
+		if limit < 1 {
+			return sb.Invalid("rate_limit", "rate_limit must be a whole number of at least 1.")
+		}
+		if p.Plan.RateLimit > 0 && limit > p.Plan.RateLimit {
+			return sb.Invalid("rate_limit", "rate_limit %d is above the %s plan's ceiling of %d requests per minute.", limit, p.Tenant.Plan, p.Plan.RateLimit)
+		}
+	}
+	if p.Env == sb.Test && env == sb.Live {
+		return sb.Errorf(sb.CodeForbidden, "A test key cannot create a live key.")
+	}
+	text, err := sb.NewKeyText(env)
+	if err != nil {
+		return err
+	}
+	k := &sb.APIKey{
+		ID: sb.NewID(), TenantID: p.Tenant.ID, Name: *req.Name, Hash: sb.HashKey(text), Hint: sb.KeyHint(text),
+		Environment: env, Status: sb.KeyActive, RateLimit: limit, CreatedAt: s.now().UTC().Truncate(time.Microsecond),
+	}
+	if err := s.cfg.Store.CreateKey(r.Context(), k); err != nil {
+		return err
+	}
+	out := toKeyJSON(k, p.Plan)
+	out.Key = text
+	writeData(w, http.StatusCreated, out)
+	return nil
+}
+
+func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	keys, err := s.cfg.Store.Keys(r.Context(), p.Tenant.ID)
+	if err != nil {
+		return err
+	}
+	out := make([]keyJSON, len(keys))
+	for i, k := range keys {
+		out[i] = toKeyJSON(k, p.Plan)
+	}
+	writeData(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	id := r.PathValue("id")
+	if p.Env == sb.Test {
+		// A sandbox credential may not touch live keys; it learns nothing
+		// about whether the id exists unless the key is its own kind.
+		keys, err := s.cfg.Store.Keys(r.Context(), p.Tenant.ID)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if k.ID == id && k.Environment == sb.Live {
+				return sb.Errorf(sb.CodeForbidden, "A test key cannot revoke a live key.")
+			}
+		}
+	}
+	k, err := s.cfg.Store.RevokeKey(r.Context(), p.Tenant.ID, id, s.now())
+	if err != nil {
+		return err
+	}
+	s.cfg.Auth.ForgetKey(k.Hash)
+	writeData(w, http.StatusOK, map[string]any{"id": k.ID, "revoked": true})
+	return nil
+}

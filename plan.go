@@ -1,0 +1,87 @@
+package switchboard
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+)
+
+// Plan holds the limits of one subscription plan (api.md section 8, contract
+// section 3). A zero RateLimit or MonthlyCalls means unlimited.
+type Plan struct {
+	Name              string `json:"-"`
+	RateLimit         int    `json:"rate_limit"`
+	MonthlyCalls      int    `json:"monthly_calls"`
+	NewContactsPerDay int    `json:"new_contacts_per_day"`
+}
+
+// Plans maps a plan name to its limits.
+type Plans map[string]Plan
+
+// DefaultPlans is the one table of per-plan limits. `--plans FILE` overrides
+// any of its values.
+func DefaultPlans() Plans {
+	return Plans{
+		"trial":   {Name: "trial", RateLimit: 50, MonthlyCalls: 50_000, NewContactsPerDay: 50},
+		"starter": {Name: "starter", RateLimit: 50, MonthlyCalls: 50_000, NewContactsPerDay: 100},
+		"growth":  {Name: "growth", RateLimit: 200, MonthlyCalls: 200_000, NewContactsPerDay: 500},
+		"scale":   {Name: "scale", RateLimit: 0, MonthlyCalls: 0, NewContactsPerDay: 2_500},
+	}
+}
+
+// TrialPlan is the plan a tenant is on until an operator chooses a paid one.
+const TrialPlan = "trial"
+
+// DefaultPhoneDailyLimit is the daily message limit of a sending phone added
+// without --daily-limit.
+const DefaultPhoneDailyLimit = 1000
+
+// Names returns the plan names in a stable order.
+func (p Plans) Names() []string {
+	names := make([]string, 0, len(p))
+	for n := range p {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// LoadPlans reads a JSON object such as
+// {"starter": {"rate_limit": 50, "monthly_calls": 50000}} and applies it over
+// the defaults. Fields that are absent keep their default value; an unknown
+// plan name or field is an error.
+func LoadPlans(path string) (Plans, error) {
+	plans := DefaultPlans()
+	if path == "" {
+		return plans, nil
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("plans file: %w", err)
+	}
+	var over map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &over); err != nil {
+		return nil, fmt.Errorf("plans file %s: %w", path, err)
+	}
+	for name, body := range over {
+		p, ok := plans[name]
+		if !ok {
+			return nil, fmt.Errorf("plans file %s: unknown plan %q (known: %v)", path, name, plans.Names())
+		}
+		if err := decodeStrict(body, &p); err != nil {
+			return nil, fmt.Errorf("plans file %s: plan %q: %w", path, name, err)
+		}
+		if p.RateLimit < 0 || p.MonthlyCalls < 0 || p.NewContactsPerDay < 0 {
+			return nil, fmt.Errorf("plans file %s: plan %q: limits must be >= 0", path, name)
+		}
+		plans[name] = p
+	}
+	return plans, nil
+}
+
+func decodeStrict(body []byte, v any) error {
+	dec := json.NewDecoder(bytesReader(body))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}

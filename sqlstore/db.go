@@ -1,0 +1,285 @@
+// Package sqlstore is the storage adapter of Switchboard: one implementation
+// of the domain's storage needs over database/sql, for SQLite (the embedded
+// default, one file in WAL mode) and PostgreSQL (several nodes on one
+// database). Queries are written once with `?` placeholders and rebound for
+// PostgreSQL; the few statements that differ by dialect say so. Every query
+// on tenant data names the tenant.
+//
+// It is not a general ORM and holds no business rules beyond the integrity
+// the database enforces (uniqueness, the key cap under concurrency).
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // PostgreSQL driver "pgx"
+	_ "github.com/mattn/go-sqlite3"    // SQLite driver "sqlite3"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// Dialect names the SQL database behind a DB.
+type Dialect int
+
+const (
+	SQLite Dialect = iota
+	Postgres
+)
+
+func (d Dialect) String() string {
+	if d == Postgres {
+		return "postgres"
+	}
+	return "sqlite"
+}
+
+// DB is an open store. On SQLite it keeps one connection for writes (SQLite
+// has one writer; queueing in Go is cheaper than busy-waiting in SQLite) and a
+// pool for reads. On PostgreSQL both are the same pool.
+type DB struct {
+	dialect Dialect
+	write   *sql.DB
+	read    *sql.DB
+	dsn     string
+
+	rebound sync.Map // query with ? -> query with $n
+}
+
+// Open opens the database named by url: "sqlite:PATH" (or a plain path) or
+// "postgres://..." / "postgresql://...", and applies pending migrations.
+func Open(ctx context.Context, url string) (*DB, error) {
+	var db *DB
+	var err error
+	switch {
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		db, err = openPostgres(url)
+	default:
+		db, err = openSQLite(strings.TrimPrefix(url, "sqlite:"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := db.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+func openSQLite(path string) (*DB, error) {
+	if path == "" {
+		return nil, errors.New("sqlite: empty path")
+	}
+	if dir := filepath.Dir(path); dir != "." {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("sqlite: %w", err)
+		}
+	}
+	// synchronous=FULL: a commit is on disk before it returns, so an accepted
+	// message survives kill -9 and power loss alike.
+	params := "_journal_mode=WAL&_synchronous=FULL&_busy_timeout=10000&_foreign_keys=on&_txlock=immediate&cache=private"
+	write, err := sql.Open("sqlite3", "file:"+path+"?"+params)
+	if err != nil {
+		return nil, err
+	}
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	write.SetConnMaxLifetime(0)
+	if err := write.Ping(); err != nil {
+		write.Close()
+		return nil, fmt.Errorf("sqlite %s: %w", path, err)
+	}
+	read, err := sql.Open("sqlite3", "file:"+path+"?"+params+"&_query_only=true")
+	if err != nil {
+		write.Close()
+		return nil, err
+	}
+	read.SetMaxOpenConns(8)
+	read.SetMaxIdleConns(8)
+	read.SetConnMaxLifetime(0)
+	return &DB{dialect: SQLite, write: write, read: read, dsn: path}, nil
+}
+
+func openPostgres(url string) (*DB, error) {
+	pool, err := sql.Open("pgx", url)
+	if err != nil {
+		return nil, err
+	}
+	pool.SetMaxOpenConns(32)
+	pool.SetMaxIdleConns(32)
+	pool.SetConnMaxIdleTime(5 * time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := pool.PingContext(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	return &DB{dialect: Postgres, write: pool, read: pool, dsn: url}, nil
+}
+
+// Dialect reports which database this is.
+func (db *DB) Dialect() Dialect { return db.dialect }
+
+// Close closes the database.
+func (db *DB) Close() error {
+	err := db.write.Close()
+	if db.read != db.write {
+		err = errors.Join(err, db.read.Close())
+	}
+	return err
+}
+
+// q returns query with its `?` placeholders rebound for the dialect.
+func (db *DB) q(query string) string {
+	if db.dialect != Postgres {
+		return query
+	}
+	if s, ok := db.rebound.Load(query); ok {
+		return s.(string)
+	}
+	var b strings.Builder
+	n := 0
+	for i := 0; i < len(query); i++ {
+		if query[i] == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(query[i])
+	}
+	s := b.String()
+	db.rebound.Store(query, s)
+	return s
+}
+
+func (db *DB) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return db.write.ExecContext(ctx, db.q(query), args...)
+}
+
+func (db *DB) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	return db.read.QueryRowContext(ctx, db.q(query), args...)
+}
+
+func (db *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return db.read.QueryContext(ctx, db.q(query), args...)
+}
+
+// Tx is a write transaction with the store's placeholder rebinding.
+type Tx struct {
+	db *DB
+	tx *sql.Tx
+}
+
+func (t *Tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return t.tx.ExecContext(ctx, t.db.q(query), args...)
+}
+
+func (t *Tx) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	return t.tx.QueryRowContext(ctx, t.db.q(query), args...)
+}
+
+func (t *Tx) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return t.tx.QueryContext(ctx, t.db.q(query), args...)
+}
+
+// inTx runs fn in a write transaction, committing when it returns nil.
+func (db *DB) inTx(ctx context.Context, fn func(*Tx) error) error {
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(&Tx{db: db, tx: tx}); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations returns the embedded migrations for the dialect in version
+// order. "NNNN_name.sql" applies to both dialects; "NNNN_name.sqlite.sql" or
+// "NNNN_name.postgres.sql" only to one.
+func (db *DB) migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFS, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		name := e.Name()
+		base := strings.TrimSuffix(name, ".sql")
+		if d := filepath.Ext(base); d == ".sqlite" || d == ".postgres" {
+			if d[1:] != db.dialect.String() {
+				continue
+			}
+		}
+		v, err := strconv.Atoi(strings.SplitN(name, "_", 2)[0])
+		if err != nil {
+			return nil, fmt.Errorf("migration %s: bad version", name)
+		}
+		body, err := migrationFS.ReadFile("migrations/" + name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: v, name: name, sql: string(body)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	return out, nil
+}
+
+// migrate applies pending migrations, each in its own transaction. On
+// PostgreSQL an advisory lock keeps several nodes starting at once from
+// applying the same migration twice.
+func (db *DB) migrate(ctx context.Context) error {
+	if _, err := db.write.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	ms, err := db.migrations()
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		err := db.inTx(ctx, func(tx *Tx) error {
+			if db.dialect == Postgres {
+				if _, err := tx.exec(ctx, `SELECT pg_advisory_xact_lock(7311)`); err != nil {
+					return err
+				}
+			}
+			var n int
+			if err := tx.queryRow(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, m.version).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return nil
+			}
+			if _, err := tx.tx.ExecContext(ctx, m.sql); err != nil {
+				return err
+			}
+			_, err := tx.exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`, m.version, m.name, time.Now().UnixMicro())
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("migration %s: %w", m.name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	sb "github.com/switchboard/switchboard"
+)
+
+const keyCols = `id, tenant_id, name, key_hash, key_hint, environment, status, rate_limit, last_used_at, created_at`
+
+func scanKey(row interface{ Scan(...any) error }) (*sb.APIKey, error) {
+	var k sb.APIKey
+	var env string
+	var limit, used sql.NullInt64
+	var created int64
+	if err := row.Scan(&k.ID, &k.TenantID, &k.Name, &k.Hash, &k.Hint, &env, &k.Status, &limit, &used, &created); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, sb.ErrNotFound
+		}
+		return nil, err
+	}
+	k.Environment = sb.Environment(env)
+	k.RateLimit = int(limit.Int64)
+	if used.Valid {
+		t := sb.FromMicros(used.Int64)
+		k.LastUsedAt = &t
+	}
+	k.CreatedAt = sb.FromMicros(created)
+	return &k, nil
+}
+
+func nullInt(n int) any {
+	if n == 0 {
+		return nil
+	}
+	return n
+}
+
+// CreateKey stores k unless the tenant already has sb.MaxKeysPerTenant
+// unrevoked keys, which is a VALIDATION_ERROR. The count and the insert are
+// one transaction, serialized per tenant on PostgreSQL.
+func (db *DB) CreateKey(ctx context.Context, k *sb.APIKey) error {
+	return db.inTx(ctx, func(tx *Tx) error {
+		if db.dialect == Postgres {
+			if _, err := tx.exec(ctx, `SELECT id FROM tenants WHERE id = ? FOR UPDATE`, k.TenantID); err != nil {
+				return err
+			}
+		}
+		var n int
+		if err := tx.queryRow(ctx, `SELECT COUNT(*) FROM api_keys WHERE tenant_id = ? AND status <> 'revoked'`, k.TenantID).Scan(&n); err != nil {
+			return err
+		}
+		if n >= sb.MaxKeysPerTenant {
+			return sb.Invalid("name", "A tenant can have at most %d API keys; revoke one first.", sb.MaxKeysPerTenant)
+		}
+		_, err := tx.exec(ctx, `INSERT INTO api_keys (`+keyCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)`,
+			k.ID, k.TenantID, k.Name, k.Hash, k.Hint, string(k.Environment), k.Status, nullInt(k.RateLimit), sb.Micros(k.CreatedAt))
+		return err
+	})
+}
+
+// KeyByHash finds an unrevoked key by the hash of its text. It is the one
+// lookup not scoped to a tenant: it is how a request finds its tenant.
+func (db *DB) KeyByHash(ctx context.Context, hash string) (*sb.APIKey, error) {
+	return scanKey(db.queryRow(ctx, `SELECT `+keyCols+` FROM api_keys WHERE key_hash = ? AND status <> 'revoked'`, hash))
+}
+
+// Keys lists the tenant's unrevoked keys, oldest first.
+func (db *DB) Keys(ctx context.Context, tenantID string) ([]*sb.APIKey, error) {
+	rows, err := db.query(ctx, `SELECT `+keyCols+` FROM api_keys WHERE tenant_id = ? AND status <> 'revoked' ORDER BY id`, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make([]*sb.APIKey, 0, 4)
+	for rows.Next() {
+		k, err := scanKey(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// Key returns one unrevoked key of the tenant, or sb.ErrNotFound.
+func (db *DB) Key(ctx context.Context, tenantID, id string) (*sb.APIKey, error) {
+	return scanKey(db.queryRow(ctx, `SELECT `+keyCols+` FROM api_keys WHERE tenant_id = ? AND id = ? AND status <> 'revoked'`, tenantID, id))
+}
+
+// RevokeKey revokes the tenant's key id for good and tells every node to
+// forget it. A key that is absent, of another tenant or already revoked is
+// sb.ErrNotFound.
+func (db *DB) RevokeKey(ctx context.Context, tenantID, id string, now time.Time) (*sb.APIKey, error) {
+	k, err := db.Key(ctx, tenantID, id)
+	if err != nil {
+		return nil, err
+	}
+	res, err := db.exec(ctx, `UPDATE api_keys SET status = 'revoked', revoked_at = ? WHERE tenant_id = ? AND id = ? AND status <> 'revoked'`, sb.Micros(now), tenantID, id)
+	if err != nil {
+		return nil, err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil, sb.ErrNotFound
+	}
+	return k, db.notifyKey(ctx, k.Hash)
+}
+
+// SetKeyStatus activates or deactivates a key (an operator command, so by
+// key id alone) and tells every node.
+func (db *DB) SetKeyStatus(ctx context.Context, id, status string) (*sb.APIKey, error) {
+	res, err := db.exec(ctx, `UPDATE api_keys SET status = ? WHERE id = ? AND status <> 'revoked'`, status, id)
+	if err != nil {
+		return nil, err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil, sb.ErrNotFound
+	}
+	k, err := scanKey(db.queryRow(ctx, `SELECT `+keyCols+` FROM api_keys WHERE id = ?`, id))
+	if err != nil {
+		return nil, err
+	}
+	return k, db.notifyKey(ctx, k.Hash)
+}
+
+// TouchKeys records last use times, at most one write per key.
+func (db *DB) TouchKeys(ctx context.Context, used map[string]time.Time) error {
+	if len(used) == 0 {
+		return nil
+	}
+	return db.inTx(ctx, func(tx *Tx) error {
+		for id, at := range used {
+			us := sb.Micros(at)
+			if _, err := tx.exec(ctx, `UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)`, us, id, us); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,83 @@
+package sqlstore
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Invalidation channel payloads are "key:<hash>" and "tenant:<id>".
+const authChannel = "switchboard_auth"
+
+func (db *DB) notifyKey(ctx context.Context, hash string) error {
+	return db.notify(ctx, "key:"+hash)
+}
+
+func (db *DB) notifyTenant(ctx context.Context, id string) error {
+	return db.notify(ctx, "tenant:"+id)
+}
+
+func (db *DB) notify(ctx context.Context, payload string) error {
+	if db.dialect != Postgres {
+		return nil
+	}
+	_, err := db.write.ExecContext(ctx, `SELECT pg_notify($1, $2)`, authChannel, payload)
+	return err
+}
+
+// Invalidation tells a cache to forget a key (by hash) or a tenant (by id).
+// Reset means notifications may have been lost and everything must go.
+type Invalidation struct {
+	KeyHash  string
+	TenantID string
+	Reset    bool
+}
+
+// ListenAuth calls fn for every authentication change another process makes,
+// until ctx ends. On SQLite, where every writer is this process or an
+// operator command, it returns at once and callers rely on their cache TTL.
+// On PostgreSQL it LISTENs, reconnecting (with a Reset) after any failure.
+func (db *DB) ListenAuth(ctx context.Context, fn func(Invalidation)) {
+	if db.dialect != Postgres {
+		return
+	}
+	for ctx.Err() == nil {
+		err := db.listenOnce(ctx, fn)
+		if ctx.Err() != nil {
+			return
+		}
+		slog.Warn("auth invalidation listener failed; reconnecting", "err", err)
+		fn(Invalidation{Reset: true})
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (db *DB) listenOnce(ctx context.Context, fn func(Invalidation)) error {
+	conn, err := pgx.Connect(ctx, db.dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+authChannel); err != nil {
+		return err
+	}
+	fn(Invalidation{Reset: true}) // anything cached before LISTEN may be stale
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		switch {
+		case strings.HasPrefix(n.Payload, "key:"):
+			fn(Invalidation{KeyHash: n.Payload[4:]})
+		case strings.HasPrefix(n.Payload, "tenant:"):
+			fn(Invalidation{TenantID: n.Payload[7:]})
+		}
+	}
+}

@@ -1,0 +1,153 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"time"
+
+	sb "github.com/switchboard/switchboard"
+)
+
+const tenantCols = `id, name, plan, status, trial_ends_at, created_at`
+
+func scanTenant(row interface{ Scan(...any) error }) (*sb.Tenant, error) {
+	var t sb.Tenant
+	var trial, created int64
+	if err := row.Scan(&t.ID, &t.Name, &t.Plan, &t.Status, &trial, &created); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, sb.ErrNotFound
+		}
+		return nil, err
+	}
+	t.TrialEndsAt, t.CreatedAt = sb.FromMicros(trial), sb.FromMicros(created)
+	return &t, nil
+}
+
+// CreateTenant stores a new tenant.
+func (db *DB) CreateTenant(ctx context.Context, t *sb.Tenant) error {
+	_, err := db.exec(ctx, `INSERT INTO tenants (`+tenantCols+`) VALUES (?, ?, ?, ?, ?, ?)`,
+		t.ID, t.Name, t.Plan, t.Status, sb.Micros(t.TrialEndsAt), sb.Micros(t.CreatedAt))
+	return err
+}
+
+// Tenant returns the tenant with id, or sb.ErrNotFound.
+func (db *DB) Tenant(ctx context.Context, id string) (*sb.Tenant, error) {
+	return scanTenant(db.queryRow(ctx, `SELECT `+tenantCols+` FROM tenants WHERE id = ?`, id))
+}
+
+// SetTenantPlan moves the tenant to plan.
+func (db *DB) SetTenantPlan(ctx context.Context, id, plan string) error {
+	return db.updateTenant(ctx, `UPDATE tenants SET plan = ? WHERE id = ?`, plan, id)
+}
+
+// SetTenantStatus sets the tenant's status (active or suspended).
+func (db *DB) SetTenantStatus(ctx context.Context, id, status string) error {
+	return db.updateTenant(ctx, `UPDATE tenants SET status = ? WHERE id = ?`, status, id)
+}
+
+// SetTrialEnd moves the end of the tenant's trial.
+func (db *DB) SetTrialEnd(ctx context.Context, id string, ends time.Time) error {
+	return db.updateTenant(ctx, `UPDATE tenants SET trial_ends_at = ? WHERE id = ?`, sb.Micros(ends), id)
+}
+
+func (db *DB) updateTenant(ctx context.Context, query string, args ...any) error {
+	res, err := db.exec(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return sb.ErrNotFound
+	}
+	return db.notifyTenant(ctx, args[len(args)-1].(string))
+}
+
+// AddUsage adds calls to the tenant's counters for each month and returns
+// the new totals of the same months.
+func (db *DB) AddUsage(ctx context.Context, tenantID string, month string, calls int64) (int64, error) {
+	var total int64
+	err := db.inTx(ctx, func(tx *Tx) error {
+		if _, err := tx.exec(ctx, `INSERT INTO usage_monthly (tenant_id, month, calls) VALUES (?, ?, ?)
+			ON CONFLICT (tenant_id, month) DO UPDATE SET calls = usage_monthly.calls + excluded.calls`, tenantID, month, calls); err != nil {
+			return err
+		}
+		return tx.queryRow(ctx, `SELECT calls FROM usage_monthly WHERE tenant_id = ? AND month = ?`, tenantID, month).Scan(&total)
+	})
+	return total, err
+}
+
+// Usage returns the tenant's counted API calls in month ("2006-01").
+func (db *DB) Usage(ctx context.Context, tenantID, month string) (int64, error) {
+	var n int64
+	err := db.queryRow(ctx, `SELECT calls FROM usage_monthly WHERE tenant_id = ? AND month = ?`, tenantID, month).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return n, err
+}
+
+const phoneCols = `id, tenant_id, number, daily_limit, channels, status, created_at`
+
+func scanPhone(row interface{ Scan(...any) error }) (*sb.Phone, error) {
+	var p sb.Phone
+	var limit sql.NullInt64
+	var channels string
+	var created int64
+	if err := row.Scan(&p.ID, &p.TenantID, &p.Number, &limit, &channels, &p.Status, &created); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, sb.ErrNotFound
+		}
+		return nil, err
+	}
+	p.DailyLimit = int(limit.Int64)
+	p.Channels = strings.Split(channels, ",")
+	p.CreatedAt = sb.FromMicros(created)
+	return &p, nil
+}
+
+// AddPhone stores a sending phone. A number already held by any tenant is a
+// VALIDATION_ERROR on "number".
+func (db *DB) AddPhone(ctx context.Context, p *sb.Phone) error {
+	var limit any
+	if p.DailyLimit > 0 {
+		limit = p.DailyLimit
+	}
+	_, err := db.exec(ctx, `INSERT INTO phones (`+phoneCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		p.ID, p.TenantID, p.Number, limit, strings.Join(p.Channels, ","), p.Status, sb.Micros(p.CreatedAt))
+	if isUniqueViolation(err) {
+		return sb.Invalid("number", "The number %s is already in use.", p.Number)
+	}
+	return err
+}
+
+// SetPhoneStatus sets a phone online or offline and returns it.
+func (db *DB) SetPhoneStatus(ctx context.Context, id, status string) (*sb.Phone, error) {
+	res, err := db.exec(ctx, `UPDATE phones SET status = ? WHERE id = ?`, status, id)
+	if err != nil {
+		return nil, err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil, sb.ErrNotFound
+	}
+	return scanPhone(db.queryRow(ctx, `SELECT `+phoneCols+` FROM phones WHERE id = ?`, id))
+}
+
+// Phones lists the tenant's phones, oldest first.
+func (db *DB) Phones(ctx context.Context, tenantID string) ([]*sb.Phone, error) {
+	rows, err := db.query(ctx, `SELECT `+phoneCols+` FROM phones WHERE tenant_id = ? ORDER BY id`, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*sb.Phone
+	for rows.Next() {
+		p, err := scanPhone(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
