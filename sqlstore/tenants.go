@@ -150,4 +150,3 @@ func (db *DB) Phones(ctx context.Context, tenantID string) ([]*sb.Phone, error) 
 	}
 	return out, rows.Err()
 }
-
