@@ -1,0 +1,37 @@
+// Package phonenum validates recipient phone numbers and works out the
+// recipient's quiet hours.
+//
+// Valid applies the contract's E.164 rule, which is deliberately strict: a
+// '+', then 10 to 15 digits, the first of which is not 0, and nothing else.
+//
+// Quiet hours are 21:00 to 08:00 in the recipient's local time. Zones finds
+// the recipient's time zones from libphonenumber's prefix data, and
+// QuietUntil says whether a send must wait and until when. A number that
+// libphonenumber places in several zones waits until it is 08:00 or later in
+// all of them; a number with no geographic zone (toll-free, premium-rate,
+// shared-cost, VoIP, personal and other non-geographic types, and numbers
+// libphonenumber cannot classify) uses UTC.
+//
+// The package embeds the Go time-zone database (time/tzdata) as a fallback,
+// so quiet hours stay correct on hosts without /usr/share/zoneinfo instead of
+// silently degrading to UTC. A system database, when present, takes
+// precedence.
+package phonenum
+
+// Valid reports whether s is a phone number in the contract's E.164 form: a
+// leading '+' followed only by ASCII digits, 10 to 15 of them, the first of
+// which is not 0. Spaces, dashes, brackets and any other characters make the
+// number invalid. Valid does not allocate.
+func Valid(s string) bool {
+	// len(s) counts the '+', so 11..16 bytes means 10..15 digits. Checking the
+	// length first makes the indexing below safe.
+	if len(s) < 11 || len(s) > 16 || s[0] != '+' || s[1] < '1' || s[1] > '9' {
+		return false
+	}
+	for i := 2; i < len(s); i++ {
+		if c := s[i]; c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}

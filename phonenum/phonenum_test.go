@@ -1,0 +1,100 @@
+package phonenum
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// validRef is the contract's E.164 rule written as a regular expression. It
+// is the reference implementation Valid is checked against.
+var validRef = regexp.MustCompile(`^\+[1-9][0-9]{9,14}$`)
+
+func TestValid(t *testing.T) {
+	tests := []struct {
+		in   string
+		want bool
+	}{
+		// Accepted.
+		{"+12125551234", true},
+		{"+442071234567", true},
+		{"+1234567890", true},      // 10 digits, the minimum.
+		{"+123456789012345", true}, // 15 digits, the maximum.
+		{"+999999999999999", true},
+		{"+10000000000", true}, // Zeros are fine after the first digit.
+
+		// Wrong length.
+		{"", false},
+		{"+", false},
+		{"+1", false},
+		{"+123456789", false},        // 9 digits.
+		{"+1234567890123456", false}, // 16 digits.
+		{"+12345678901234567890", false},
+
+		// Wrong start.
+		{"12125551234", false},       // No plus.
+		{"+02125551234", false},      // Leading zero.
+		{"++12125551234", false},     // Two pluses.
+		{"0012125551234", false},     // International prefix instead of plus.
+		{" +12125551234", false},     // Leading space.
+		{"\uFF0B12125551234", false}, // Full-width plus.
+
+		// Anything but digits after the plus.
+		{"+1 212 555 1234", false},
+		{"+1-212-555-1234", false},
+		{"+1(212)5551234", false},
+		{"+12125551234 ", false},
+		{"+12125551234\n", false},
+		{"+1212555123a", false},
+		{"+1212555123+", false},
+		{"+12125551234\x00", false},
+		{"+1212555123\u0661", false}, // Arabic-Indic digit one.
+		{"+１２１２５５５１２３４", false},      // Full-width digits.
+		{"+1212/5551234", false},     // '/' sorts just below '0'.
+		{"+1212:5551234", false},     // ':' sorts just above '9'.
+	}
+	for _, tt := range tests {
+		if got := Valid(tt.in); got != tt.want {
+			t.Errorf("Valid(%q) = %v, want %v", tt.in, got, tt.want)
+		}
+		if ref := validRef.MatchString(tt.in); ref != tt.want {
+			t.Errorf("test table disagrees with the reference for %q: reference says %v", tt.in, ref)
+		}
+	}
+}
+
+func TestValidDoesNotAllocate(t *testing.T) {
+	inputs := []string{"+12125551234", "+1 212 555 1234", "", strings.Repeat("9", 40)}
+	allocs := testing.AllocsPerRun(100, func() {
+		for _, s := range inputs {
+			Valid(s)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("Valid allocates %v times per run, want 0", allocs)
+	}
+}
+
+func FuzzValid(f *testing.F) {
+	for _, s := range []string{
+		"", "+", "+1", "+12125551234", "+442071234567", "+1234567890", "+123456789",
+		"+123456789012345", "+1234567890123456", "+02125551234", "12125551234",
+		"+1 212 555 1234", "+1-212-555-1234", "++12125551234", "+1212555123a",
+		"+1212555123\u0661", "+12125551234\n", "\xff\xfe", "+1212/5551234", "+1212:5551234",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := Valid(s), validRef.MatchString(s); got != want {
+			t.Errorf("Valid(%q) = %v, reference says %v", s, got, want)
+		}
+	})
+}
+
+func BenchmarkValid(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		Valid("+12125551234")
+		Valid("+1 212 555 1234")
+	}
+}
