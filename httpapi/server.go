@@ -22,17 +22,20 @@ import (
 // Store is everything the handlers need from storage.
 type Store interface {
 	KeyStore
+	TemplateStore
+	MessageStore
 }
 
 // Config wires a Server.
 type Config struct {
-	Store   Store
-	Auth    *auth.Authenticator
-	Meter   *auth.Meter
-	Limiter ratelimit.Limiter
-	Plans   sb.Plans
-	Metrics *Metrics
-	Now     func() time.Time
+	Store    Store
+	Auth     *auth.Authenticator
+	Meter    *auth.Meter
+	Limiter  ratelimit.Limiter
+	Plans    sb.Plans
+	Provider sb.Provider
+	Metrics  *Metrics
+	Now      func() time.Time
 }
 
 // Server is the HTTP API.
@@ -73,6 +76,18 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/api-keys", s.authed(s.createKey))
 	s.mux.Handle("GET /v1/api-keys", s.authed(s.listKeys))
 	s.mux.Handle("DELETE /v1/api-keys/{id}", s.authed(s.revokeKey))
+
+	s.mux.Handle("POST /v1/messages", s.authed(s.sendMessage))
+	s.mux.Handle("GET /v1/messages", s.authed(s.listMessages))
+	s.mux.Handle("GET /v1/messages/{id}", s.authed(s.getMessage))
+
+	s.mux.Handle("POST /v1/templates", s.authed(s.createTemplate))
+	s.mux.Handle("GET /v1/templates", s.authed(s.listTemplates))
+	s.mux.Handle("GET /v1/templates/{id}", s.authed(s.getTemplate))
+	s.mux.Handle("DELETE /v1/templates/{id}", s.authed(s.deleteTemplate))
+
+	s.mux.Handle("POST /v1/test/inbound", s.authed(s.testInbound))
+	s.mux.Handle("POST /v1/test/simulator", s.authed(s.testSimulator))
 }
 
 // handlerFunc is a handler of an authenticated route.

@@ -56,7 +56,28 @@ type DB struct {
 	dsn     string
 
 	rebound sync.Map // query with ? -> query with $n
+	batch   *batcher
+
+	messagesDue chan struct{} // wakes this node's delivery workers
+	webhooksDue chan struct{} // wakes this node's webhook workers
 }
+
+// MessagesDue is signalled (without blocking) after this process commits a
+// message that is due now. Other nodes find it by polling.
+func (db *DB) MessagesDue() <-chan struct{} { return db.messagesDue }
+
+// WebhooksDue is signalled after this process commits a webhook delivery.
+func (db *DB) WebhooksDue() <-chan struct{} { return db.webhooksDue }
+
+func wake(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+func (db *DB) wakeMessages() { wake(db.messagesDue) }
+func (db *DB) wakeWebhooks() { wake(db.webhooksDue) }
 
 // Open opens the database named by url: "sqlite:PATH" (or a plain path) or
 // "postgres://..." / "postgresql://...", and applies pending migrations.
@@ -76,6 +97,13 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		db.Close()
 		return nil, err
 	}
+	db.messagesDue = make(chan struct{}, 1)
+	db.webhooksDue = make(chan struct{}, 1)
+	writers := 1 // SQLite has one writer
+	if db.dialect == Postgres {
+		writers = 4
+	}
+	db.batch = newBatcher(db, writers)
 	return db, nil
 }
 
@@ -135,6 +163,9 @@ func (db *DB) Dialect() Dialect { return db.dialect }
 
 // Close closes the database.
 func (db *DB) Close() error {
+	if db.batch != nil {
+		db.batch.close()
+	}
 	err := db.write.Close()
 	if db.read != db.write {
 		err = errors.Join(err, db.read.Close())
@@ -180,9 +211,13 @@ func (db *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, 
 
 // Tx is a write transaction with the store's placeholder rebinding.
 type Tx struct {
-	db *DB
-	tx *sql.Tx
+	db    *DB
+	tx    *sql.Tx
+	after []func()
 }
+
+// afterCommit runs fn once the transaction has committed.
+func (t *Tx) afterCommit(fn func()) { t.after = append(t.after, fn) }
 
 func (t *Tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	return t.tx.ExecContext(ctx, t.db.q(query), args...)
@@ -202,11 +237,18 @@ func (db *DB) inTx(ctx context.Context, fn func(*Tx) error) error {
 	if err != nil {
 		return err
 	}
-	if err := fn(&Tx{db: db, tx: tx}); err != nil {
+	t := &Tx{db: db, tx: tx}
+	if err := fn(t); err != nil {
 		tx.Rollback()
 		return err
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	for _, f := range t.after {
+		f()
+	}
+	return nil
 }
 
 type migration struct {

@@ -15,8 +15,10 @@ import (
 
 	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/auth"
+	"github.com/switchboard/switchboard/delivery"
 	"github.com/switchboard/switchboard/httpapi"
 	"github.com/switchboard/switchboard/ratelimit"
+	"github.com/switchboard/switchboard/simulator"
 	"github.com/switchboard/switchboard/sqlstore"
 )
 
@@ -76,13 +78,24 @@ func runServer(ctx context.Context, c serveConfig, stderr io.Writer) error {
 		limiter = ratelimit.NewRedis(rc)
 	}
 
+	if db.Dialect() == sqlstore.SQLite {
+		// One process owns a SQLite file: leases held by a process that
+		// died are void, so its claimed messages are due again now.
+		if err := db.ReleaseLeases(ctx, time.Now()); err != nil {
+			return err
+		}
+	}
+	sim := simulator.New(0)
+	defer sim.Close()
+
 	authn := auth.New(db, plans, nil)
 	api, err := httpapi.New(httpapi.Config{
-		Store:   db,
-		Auth:    authn,
-		Meter:   auth.NewMeter(db),
-		Limiter: limiter,
-		Plans:   plans,
+		Store:    db,
+		Auth:     authn,
+		Meter:    auth.NewMeter(db),
+		Limiter:  limiter,
+		Plans:    plans,
+		Provider: sim,
 	})
 	if err != nil {
 		return err
@@ -104,6 +117,7 @@ func runServer(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { api.Background(bgCtx) })
+	wg.Go(func() { delivery.New(db, sim, delivery.Options{}).Run(bgCtx) })
 	wg.Go(func() {
 		db.ListenAuth(bgCtx, func(inv sqlstore.Invalidation) {
 			switch {

@@ -1,0 +1,457 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	sb "github.com/switchboard/switchboard"
+	"github.com/switchboard/switchboard/auth"
+	"github.com/switchboard/switchboard/phonenum"
+	"github.com/switchboard/switchboard/simulator"
+	"github.com/switchboard/switchboard/sqlstore"
+	"github.com/switchboard/switchboard/tmpl"
+)
+
+// MessageStore is what the message routes need from storage.
+type MessageStore interface {
+	AcceptSend(ctx context.Context, s *sb.Send) error
+	Idempotency(ctx context.Context, tenantID string, env sb.Environment, key string, now time.Time) (*sb.IdempotencyRecord, error)
+	Recipient(ctx context.Context, tenantID string, env sb.Environment, number string) (known, optedOut bool, err error)
+	NewContactsToday(ctx context.Context, tenantID string, env sb.Environment, day string) (int64, error)
+	Phones(ctx context.Context, tenantID string) ([]*sb.Phone, error)
+	Message(ctx context.Context, tenantID string, env sb.Environment, id string) (*sb.Message, error)
+	Messages(ctx context.Context, tenantID string, env sb.Environment, f sb.MessageFilter, p sb.Page) ([]*sb.Message, error)
+	Inbound(ctx context.Context, m *sb.Message) error
+}
+
+// messageJSON is the message record (contract section 4).
+type messageJSON struct {
+	ID            string     `json:"id"`
+	Direction     string     `json:"direction"`
+	From          string     `json:"from"`
+	To            string     `json:"to"`
+	Body          string     `json:"body"`
+	Channel       string     `json:"channel"`
+	Status        string     `json:"status"`
+	FailureReason *string    `json:"failure_reason"`
+	ErrorCode     *string    `json:"error_code"`
+	Template      *string    `json:"template"`
+	CampaignID    *string    `json:"campaign_id"`
+	Livemode      bool       `json:"livemode"`
+	CreatedAt     time.Time  `json:"created_at"`
+	ScheduledAt   *time.Time `json:"scheduled_at"`
+	SentAt        *time.Time `json:"sent_at"`
+	DeliveredAt   *time.Time `json:"delivered_at"`
+	FailedAt      *time.Time `json:"failed_at"`
+}
+
+func strOrNil(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func toMessageJSON(m *sb.Message) messageJSON {
+	return messageJSON{
+		ID: m.ID, Direction: m.Direction, From: m.From, To: m.To, Body: m.Body, Channel: m.Channel, Status: m.Status,
+		FailureReason: strOrNil(m.FailureReason), ErrorCode: strOrNil(m.ErrorCode), Template: strOrNil(m.Template),
+		CampaignID: strOrNil(m.CampaignID), Livemode: m.Env == sb.Live, CreatedAt: m.CreatedAt,
+		ScheduledAt: m.ScheduledAt, SentAt: m.SentAt, DeliveredAt: m.DeliveredAt, FailedAt: m.FailedAt,
+	}
+}
+
+// sendJSON is the answer to an accepted send.
+type sendJSON struct {
+	MessageID   string     `json:"message_id"`
+	Status      string     `json:"status"`
+	From        string     `json:"from"`
+	To          string     `json:"to"`
+	Channel     string     `json:"channel"`
+	Livemode    bool       `json:"livemode"`
+	CreatedAt   time.Time  `json:"created_at"`
+	ScheduledAt *time.Time `json:"scheduled_at"`
+}
+
+type sendRequest struct {
+	To       *string                    `json:"to"`
+	Body     *string                    `json:"body"`
+	Template *string                    `json:"template"`
+	Data     map[string]json.RawMessage `json:"data"`
+	Channel  *string                    `json:"channel"`
+	From     *string                    `json:"from"`
+}
+
+// validate applies the field rules: every VALIDATION_ERROR first, then
+// INVALID_PHONE_NUMBER (contract section 4).
+func (req *sendRequest) validate() (data map[string]string, err error) {
+	if req.To == nil || *req.To == "" {
+		return nil, sb.Invalid("to", "to is required.")
+	}
+	switch {
+	case req.Body != nil && req.Template != nil:
+		return nil, sb.Invalid("body", "Send exactly one of body and template, not both.")
+	case req.Body == nil && req.Template == nil:
+		return nil, sb.Invalid("body", "Send exactly one of body and template.")
+	case req.Body != nil && (*req.Body == "" || utf8.RuneCountInString(*req.Body) > sb.MaxBodyLength):
+		return nil, sb.Invalid("body", "body must be 1 to %d characters.", sb.MaxBodyLength)
+	case req.Template != nil && *req.Template == "":
+		return nil, sb.Invalid("template", "template must name a template.")
+	case req.Data != nil && req.Template == nil:
+		return nil, sb.Invalid("data", "data is only used with template.")
+	}
+	data = make(map[string]string, len(req.Data))
+	for k, raw := range req.Data {
+		v, ok := scalarString(raw)
+		if !ok {
+			return nil, sb.Invalid("data."+k, "data.%s must be a string, number or boolean.", k)
+		}
+		data[k] = v
+	}
+	if req.Channel != nil {
+		switch *req.Channel {
+		case sb.ChannelSMS, sb.ChannelChat, sb.ChannelAuto:
+		default:
+			return nil, sb.Invalid("channel", `channel must be "sms", "chat" or "auto".`)
+		}
+	}
+	if !phonenum.Valid(*req.To) {
+		return nil, sb.Errorf(sb.CodeInvalidPhoneNumber, "to must be an E.164 number: + and 10 to 15 digits.")
+	}
+	if req.From != nil && !phonenum.Valid(*req.From) {
+		return nil, sb.Errorf(sb.CodeInvalidPhoneNumber, "from must be an E.164 number: + and 10 to 15 digits.")
+	}
+	return data, nil
+}
+
+// scalarString turns a JSON string, number or boolean into template text.
+func scalarString(raw json.RawMessage) (string, bool) {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "", false
+	}
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case float64, bool:
+		return string(raw), true
+	}
+	return "", false
+}
+
+func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	ctx := r.Context()
+	now := s.now().UTC().Truncate(time.Microsecond)
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		return decodeReadError(err)
+	}
+	var idem *sb.IdempotencyRecord
+	if key := r.Header.Get("Idempotency-Key"); key != "" {
+		if len(key) > 255 {
+			return sb.Invalid("Idempotency-Key", "The Idempotency-Key header must be at most 255 characters.")
+		}
+		sum := sha256.Sum256(raw)
+		idem = &sb.IdempotencyRecord{Key: key, RequestHash: hex.EncodeToString(sum[:])}
+		prev, err := s.cfg.Store.Idempotency(ctx, p.Tenant.ID, p.Env, key, now)
+		if err != nil {
+			return err
+		}
+		if prev != nil {
+			return replay(w, prev, idem)
+		}
+	}
+
+	var req sendRequest
+	if err := decodeBytes(raw, &req); err != nil {
+		return err
+	}
+	data, err := req.validate()
+	if err != nil {
+		return err
+	}
+	m := &sb.Message{ID: sb.NewID(), TenantID: p.Tenant.ID, Env: p.Env, Direction: sb.Outbound, To: *req.To,
+		Status: sb.StatusQueued, CreatedAt: now}
+	send := &sb.Send{Message: m, NewContactLimit: p.Plan.NewContactsPerDay}
+	if req.From != nil {
+		if err := s.checkFrom(ctx, p, *req.From); err != nil {
+			return err
+		}
+		send.From = *req.From
+	}
+	if req.Body != nil {
+		m.Body = *req.Body
+	} else {
+		if m.Body, err = s.render(ctx, p, *req.Template, data); err != nil {
+			return err
+		}
+		m.Template = *req.Template
+	}
+
+	channel := sb.ChannelAuto
+	if req.Channel != nil {
+		channel = *req.Channel
+	}
+	if m.Channel, err = s.resolveChannel(ctx, p, m.To, channel); err != nil {
+		// The contract orders opt-out and the new-contact limit before
+		// channel detection: report those first if they apply.
+		if earlier := s.precheck(ctx, p, m.To, now); earlier != nil {
+			return earlier
+		}
+		return err
+	}
+	if !simulator.IsMagic(m.To) {
+		if until, quiet := phonenum.QuietUntil(m.To, now); quiet {
+			until = until.Truncate(time.Microsecond)
+			m.ScheduledAt = &until
+		}
+	}
+	status := http.StatusAccepted
+	if m.ScheduledAt != nil {
+		status = http.StatusOK
+	}
+	if idem != nil {
+		idem.Status = status
+		send.Idempotency = idem
+		send.Render = func(m *sb.Message) []byte { return renderSend(m) }
+	}
+	if err := s.cfg.Store.AcceptSend(ctx, send); err != nil {
+		var rep *sqlstore.ErrReplay
+		if errors.As(err, &rep) {
+			return replay(w, rep.Record, idem)
+		}
+		return err
+	}
+	writeRaw(w, status, renderSend(m))
+	return nil
+}
+
+func renderSend(m *sb.Message) []byte {
+	body := dataBody{Data: sendJSON{MessageID: m.ID, Status: m.Status, From: m.From, To: m.To, Channel: m.Channel,
+		Livemode: m.Env == sb.Live, CreatedAt: m.CreatedAt, ScheduledAt: m.ScheduledAt}}
+	if m.ScheduledAt != nil {
+		body.Code = sb.CodeQuietHours
+	}
+	b, _ := json.Marshal(body)
+	return append(b, '\n')
+}
+
+func writeRaw(w http.ResponseWriter, status int, body []byte) {
+	w.Header()["Content-Type"] = []string{"application/json"}
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// replay answers a repeated Idempotency-Key: the first answer when the
+// request is the same, IDEMPOTENCY_CONFLICT when it is not.
+func replay(w http.ResponseWriter, prev, cur *sb.IdempotencyRecord) error {
+	if prev.RequestHash != cur.RequestHash {
+		return sb.Errorf(sb.CodeIdempotencyConflict, "This Idempotency-Key was already used with a different request body.")
+	}
+	w.Header().Set("Idempotent-Replayed", "true")
+	writeRaw(w, prev.Status, prev.Response)
+	return nil
+}
+
+func (s *Server) checkFrom(ctx context.Context, p *auth.Principal, from string) error {
+	phones, err := s.cfg.Store.Phones(ctx, p.Tenant.ID)
+	if err != nil {
+		return err
+	}
+	for _, ph := range phones {
+		if ph.Number == from {
+			return nil
+		}
+	}
+	return sb.Invalid("from", "from must be one of your sending phone numbers.")
+}
+
+func (s *Server) render(ctx context.Context, p *auth.Principal, name string, data map[string]string) (string, error) {
+	t, err := s.cfg.Store.TemplateByName(ctx, p.Tenant.ID, p.Env, name)
+	if sb.ErrorCode(err) == sb.CodeNotFound {
+		return "", sb.Errorf(sb.CodeInvalidTemplate, "No template named %q exists.", name)
+	}
+	if err != nil {
+		return "", err
+	}
+	parsed, err := tmpl.Parse(t.Body)
+	if err != nil {
+		return "", fmt.Errorf("stored template %s does not parse: %w", t.ID, err)
+	}
+	body, err := parsed.Render(data)
+	var missing *tmpl.MissingVarError
+	if errors.As(err, &missing) {
+		return "", &sb.Error{Code: sb.CodeMissingTemplateVar, Message: fmt.Sprintf("The template needs a value for {{%s}} in data.", missing.Name),
+			Details: map[string]any{"field": "data." + missing.Name}}
+	}
+	if err != nil {
+		return "", err
+	}
+	if utf8.RuneCountInString(body) > sb.MaxBodyLength {
+		return "", sb.Invalid("data", "The rendered message is longer than %d characters.", sb.MaxBodyLength)
+	}
+	return body, nil
+}
+
+// resolveChannel returns the channel the message will use: chat only when
+// the chat engine is up, auto by detection.
+func (s *Server) resolveChannel(ctx context.Context, p *auth.Principal, to, channel string) (string, error) {
+	switch channel {
+	case sb.ChannelSMS:
+		return sb.ChannelSMS, nil
+	case sb.ChannelChat:
+		if err := s.cfg.Provider.ChatAvailable(ctx, p.Tenant.ID); err != nil {
+			return "", err
+		}
+		return sb.ChannelChat, nil
+	}
+	return s.cfg.Provider.Detect(ctx, p.Tenant.ID, to)
+}
+
+// precheck returns RECIPIENT_OPTED_OUT or NEW_CONTACT_LIMIT when either
+// applies now. The store checks both again, authoritatively, when it
+// accepts the message.
+func (s *Server) precheck(ctx context.Context, p *auth.Principal, to string, now time.Time) error {
+	known, optedOut, err := s.cfg.Store.Recipient(ctx, p.Tenant.ID, p.Env, to)
+	if err != nil {
+		return err
+	}
+	if optedOut {
+		return sb.Errorf(sb.CodeRecipientOptedOut, "The recipient opted out (sent STOP) and has not opted back in (START).")
+	}
+	if !known && p.Plan.NewContactsPerDay > 0 {
+		n, err := s.cfg.Store.NewContactsToday(ctx, p.Tenant.ID, p.Env, sb.Day(now))
+		if err != nil {
+			return err
+		}
+		if n >= int64(p.Plan.NewContactsPerDay) {
+			return sb.Errorf(sb.CodeNewContactLimit, "The daily limit of %d new recipients is reached; messages to known recipients are still allowed.", p.Plan.NewContactsPerDay)
+		}
+	}
+	return nil
+}
+
+func (s *Server) getMessage(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	m, err := s.cfg.Store.Message(r.Context(), p.Tenant.ID, p.Env, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, toMessageJSON(m))
+	return nil
+}
+
+func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	pg, err := page(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	f := sb.MessageFilter{Status: q.Get("status"), Direction: q.Get("direction"), To: q.Get("to")}
+	switch f.Status {
+	case "", sb.StatusQueued, sb.StatusSent, sb.StatusDelivered, sb.StatusFailed, sb.StatusReceived:
+	default:
+		return sb.Invalid("status", "status must be one of queued, sent, delivered, failed, received.")
+	}
+	switch f.Direction {
+	case "", sb.Outbound, sb.Inbound:
+	default:
+		return sb.Invalid("direction", "direction must be outbound or inbound.")
+	}
+	if f.To != "" && !phonenum.Valid(f.To) {
+		return sb.Errorf(sb.CodeInvalidPhoneNumber, "to must be an E.164 number: + and 10 to 15 digits.")
+	}
+	ms, err := s.cfg.Store.Messages(r.Context(), p.Tenant.ID, p.Env, f, pg)
+	if err != nil {
+		return err
+	}
+	ms = setNextLink(w, r, pg, ms, func(m *sb.Message) string { return m.ID })
+	out := make([]messageJSON, len(ms))
+	for i, m := range ms {
+		out[i] = toMessageJSON(m)
+	}
+	writeData(w, http.StatusOK, out)
+	return nil
+}
+
+type inboundRequest struct {
+	From *string `json:"from"`
+	To   *string `json:"to"`
+	Body *string `json:"body"`
+}
+
+// testInbound simulates a recipient writing to one of the tenant's numbers
+// (contract section 6).
+func (s *Server) testInbound(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	var req inboundRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	switch {
+	case req.From == nil || *req.From == "":
+		return sb.Invalid("from", "from is required.")
+	case req.Body == nil || *req.Body == "" || utf8.RuneCountInString(*req.Body) > sb.MaxBodyLength:
+		return sb.Invalid("body", "body must be 1 to %d characters.", sb.MaxBodyLength)
+	case !phonenum.Valid(*req.From):
+		return sb.Errorf(sb.CodeInvalidPhoneNumber, "from must be an E.164 number: + and 10 to 15 digits.")
+	case req.To != nil && !phonenum.Valid(*req.To):
+		return sb.Errorf(sb.CodeInvalidPhoneNumber, "to must be an E.164 number: + and 10 to 15 digits.")
+	}
+	phones, err := s.cfg.Store.Phones(r.Context(), p.Tenant.ID)
+	if err != nil {
+		return err
+	}
+	var phone *sb.Phone
+	for _, ph := range phones {
+		if req.To == nil || ph.Number == *req.To {
+			phone = ph
+			break
+		}
+	}
+	if phone == nil {
+		return sb.Invalid("to", "to must be one of your phone numbers.")
+	}
+	now := s.now().UTC().Truncate(time.Microsecond)
+	m := &sb.Message{ID: sb.NewID(), TenantID: p.Tenant.ID, Env: p.Env, Direction: sb.Inbound, From: *req.From, To: phone.Number,
+		Body: *req.Body, Channel: sb.ChannelSMS, Status: sb.StatusReceived, PhoneID: phone.ID, CreatedAt: now}
+	if err := s.cfg.Store.Inbound(r.Context(), m); err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, toMessageJSON(m))
+	return nil
+}
+
+// ChatSwitch is the simulator's chat-engine switch.
+type ChatSwitch interface {
+	SetChatDown(tenantID string, down bool)
+}
+
+type simulatorRequest struct {
+	ChatEngine *string `json:"chat_engine"`
+}
+
+// testSimulator takes the tenant's simulated chat engine down or up.
+func (s *Server) testSimulator(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	var req simulatorRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	if req.ChatEngine == nil || (*req.ChatEngine != "up" && *req.ChatEngine != "down") {
+		return sb.Invalid("chat_engine", `chat_engine must be "up" or "down".`)
+	}
+	sw, ok := s.cfg.Provider.(ChatSwitch)
+	if !ok {
+		return sb.Errorf(sb.CodeForbidden, "The simulator is not the provider of this server.")
+	}
+	sw.SetChatDown(p.Tenant.ID, *req.ChatEngine == "down")
+	writeData(w, http.StatusOK, map[string]string{"chat_engine": *req.ChatEngine})
+	return nil
+}

@@ -1,0 +1,165 @@
+package switchboard
+
+import (
+	"context"
+	"strings"
+	"time"
+)
+
+// Message directions and statuses (contract section 4).
+const (
+	Outbound = "outbound"
+	Inbound  = "inbound"
+
+	StatusQueued    = "queued"
+	StatusSent      = "sent"
+	StatusDelivered = "delivered"
+	StatusFailed    = "failed"
+	StatusReceived  = "received"
+)
+
+// MaxBodyLength is the longest message or template body, in characters.
+const MaxBodyLength = 1600
+
+// Message is one outbound or inbound message. Empty strings stand for null.
+type Message struct {
+	ID            string
+	TenantID      string
+	Env           Environment
+	Direction     string
+	From          string
+	To            string
+	Body          string
+	Channel       string
+	Status        string
+	FailureReason string
+	ErrorCode     string
+	Template      string
+	CampaignID    string
+	PhoneID       string
+	CreatedAt     time.Time
+	ScheduledAt   *time.Time
+	SentAt        *time.Time
+	DeliveredAt   *time.Time
+	FailedAt      *time.Time
+	Attempts      int
+}
+
+// Send is an outbound message ready to be accepted: validated, rendered, its
+// channel resolved. The store applies the rules that need consistent state
+// (opt-out, new-contact limit, phone choice and daily limit, idempotency) in
+// the same transaction that stores it.
+type Send struct {
+	Message *Message
+	// From, when set, is the only phone number the message may use.
+	From string
+	// NewContactLimit is the tenant's daily limit of first-time recipients.
+	NewContactLimit int
+	// Idempotency, when set, stores the answer under the key in the same
+	// transaction.
+	Idempotency *IdempotencyRecord
+	// Render makes the answer to store for Idempotency once the message is
+	// final (its phone chosen).
+	Render func(*Message) []byte
+}
+
+// IdempotencyRecord is the stored first answer to a request sent with an
+// Idempotency-Key header.
+type IdempotencyRecord struct {
+	Key         string
+	RequestHash string
+	Status      int
+	Response    []byte
+	CreatedAt   time.Time
+}
+
+// IdempotencyWindow is how long an Idempotency-Key is remembered.
+const IdempotencyWindow = 24 * time.Hour
+
+// Outcome is what a provider reports about a message it was handed.
+type Outcome struct {
+	MessageID     string
+	Delivered     bool
+	FailureReason string
+	At            time.Time
+}
+
+// Handoff is the result of handing one message to the provider.
+type Handoff struct {
+	MessageID string
+	// Err is nil when the provider took the message; otherwise its message
+	// becomes the failure_reason if the message fails.
+	Err error
+	// Retry, when Err is set, is when to try again; zero means fail now.
+	Retry time.Time
+	At    time.Time
+	// OutcomeBy is when to hand the message over again if no outcome came.
+	OutcomeBy time.Time
+}
+
+// Provider delivers messages: the built-in simulator, or a carrier adapter.
+// Every call names the message id so a provider can deduplicate a message
+// handed over twice (after a crash between hand-off and bookkeeping).
+type Provider interface {
+	// Detect returns the channel (ChannelChat or ChannelSMS) that number can
+	// receive, or DETECTION_UNAVAILABLE.
+	Detect(ctx context.Context, tenantID, number string) (string, error)
+	// ChatAvailable returns nil, or CHANNEL_UNAVAILABLE while the chat
+	// engine is down.
+	ChatAvailable(ctx context.Context, tenantID string) error
+	// Send hands one message over. The outcome arrives later on Outcomes.
+	Send(ctx context.Context, m *Message) error
+	// Outcomes delivers the outcome of every message handed over.
+	Outcomes() <-chan Outcome
+}
+
+// Opt-out keywords (contract section 4): the whole inbound body, trimmed,
+// case-insensitive.
+var (
+	optOutWords = []string{"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT"}
+	optInWords  = []string{"START", "UNSTOP"}
+)
+
+// OptKeyword reports whether an inbound body opts the sender out (-1), back
+// in (+1) or neither (0).
+func OptKeyword(body string) int {
+	b := strings.TrimSpace(body)
+	for _, w := range optOutWords {
+		if strings.EqualFold(b, w) {
+			return -1
+		}
+	}
+	for _, w := range optInWords {
+		if strings.EqualFold(b, w) {
+			return 1
+		}
+	}
+	return 0
+}
+
+// Day returns the UTC day of t, the period of daily limits.
+func Day(t time.Time) string { return t.UTC().Format("2006-01-02") }
+
+// Template is a stored message template.
+type Template struct {
+	ID        string
+	TenantID  string
+	Env       Environment
+	Name      string
+	Body      string
+	Variables []string
+	CreatedAt time.Time
+}
+
+// MessageFilter narrows a message list.
+type MessageFilter struct {
+	Status    string
+	Direction string
+	To        string
+}
+
+// Page is a cursor page request: items older than After (an id), at most Limit.
+type Page struct {
+	After string
+	Limit int
+}

@@ -1,0 +1,207 @@
+package sqlstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/mattn/go-sqlite3"
+)
+
+// Group commit. Durable writes on the hot paths (accepting a send, recording
+// delivery outcomes) go through a few writer goroutines that run many callers'
+// work in one transaction: one commit, one fsync, for a whole batch. Each
+// caller's work runs inside its own SAVEPOINT, so one caller's error undoes
+// only its own writes; a caller returns only after the batch has committed,
+// so an answer never gets ahead of the disk.
+
+const maxBatch = 256
+
+type batchReq struct {
+	ctx  context.Context
+	fn   func(*Tx) error
+	err  error
+	done chan struct{}
+}
+
+type batcher struct {
+	db    *DB
+	queue chan *batchReq
+	wg    sync.WaitGroup
+	stop  chan struct{}
+}
+
+func newBatcher(db *DB, writers int) *batcher {
+	b := &batcher{db: db, queue: make(chan *batchReq, 4096), stop: make(chan struct{})}
+	for i := 0; i < writers; i++ {
+		b.wg.Add(1)
+		go b.loop()
+	}
+	return b
+}
+
+func (b *batcher) close() {
+	close(b.stop)
+	b.wg.Wait()
+}
+
+var reqPool = sync.Pool{New: func() any { return &batchReq{done: make(chan struct{}, 1)} }}
+
+// Write runs fn in a transaction shared with other concurrent writers and
+// returns once that transaction has committed (or fn's error). fn may run
+// more than once (when its batch has to be retried), so it must keep its
+// results in variables it sets afresh on every run.
+func (db *DB) Write(ctx context.Context, fn func(*Tx) error) error {
+	r := reqPool.Get().(*batchReq)
+	r.ctx, r.fn, r.err = ctx, fn, nil
+	select {
+	case db.batch.queue <- r:
+	case <-ctx.Done():
+		reqPool.Put(r)
+		return ctx.Err()
+	}
+	<-r.done // the writer always answers, even after ctx ends
+	err := r.err
+	r.ctx, r.fn = nil, nil
+	reqPool.Put(r)
+	return err
+}
+
+func (b *batcher) loop() {
+	defer b.wg.Done()
+	batch := make([]*batchReq, 0, maxBatch)
+	for {
+		select {
+		case r := <-b.queue:
+			batch = append(batch[:0], r)
+		case <-b.stop:
+			b.drain()
+			return
+		}
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case r := <-b.queue:
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		b.run(batch)
+	}
+}
+
+// drain answers every queued request after close.
+func (b *batcher) drain() {
+	for {
+		select {
+		case r := <-b.queue:
+			r.err = errClosed
+			r.done <- struct{}{}
+		default:
+			return
+		}
+	}
+}
+
+var errClosed = errors.New("sqlstore: closed")
+
+// run commits a batch; when the batch as a whole fails (a deadlock between
+// nodes, a lost connection), every caller is run again on its own.
+func (b *batcher) run(batch []*batchReq) {
+	live := batch[:0:0]
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.err = err
+			r.done <- struct{}{}
+			continue
+		}
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return
+	}
+	err := b.runTx(live)
+	if err != nil && len(live) > 1 {
+		for _, r := range live {
+			r.err = b.runTx([]*batchReq{r})
+		}
+	} else if err != nil {
+		live[0].err = err
+	}
+	for _, r := range live {
+		r.done <- struct{}{}
+	}
+}
+
+func (b *batcher) runTx(reqs []*batchReq) error {
+	ctx := context.Background()
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		err = b.db.inTx(ctx, func(tx *Tx) error {
+			for _, r := range reqs {
+				r.err = nil
+				if len(reqs) == 1 {
+					r.err = r.fn(tx)
+					if r.err != nil {
+						return r.err
+					}
+					continue
+				}
+				if _, err := tx.tx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
+					return err
+				}
+				if r.err = r.fn(tx); r.err != nil {
+					if isTxFatal(r.err) {
+						return r.err
+					}
+					if _, err := tx.tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT w"); err != nil {
+						return err
+					}
+				}
+				if _, err := tx.tx.ExecContext(ctx, "RELEASE SAVEPOINT w"); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if !isRetryable(err) {
+			break
+		}
+	}
+	if len(reqs) == 1 {
+		if err != nil && reqs[0].err == nil {
+			reqs[0].err = err
+		}
+		return nil
+	}
+	return err
+}
+
+// isTxFatal reports whether err leaves the transaction unusable, so the
+// whole batch must be retried rather than one savepoint rolled back.
+func isTxFatal(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "40P01" || pe.Code == "40001" || pe.Code[:2] == "08"
+	}
+	var se sqlite3.Error
+	if errors.As(err, &se) {
+		return se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked || se.Code == sqlite3.ErrIoErr || se.Code == sqlite3.ErrFull
+	}
+	return false
+}
+
+// isRetryable reports whether a failed transaction may succeed if run again.
+func isRetryable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "40P01" || pe.Code == "40001"
+	}
+	var se sqlite3.Error
+	if errors.As(err, &se) {
+		return se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked
+	}
+	return false
+}

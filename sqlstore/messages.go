@@ -1,0 +1,408 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"time"
+
+	sb "github.com/switchboard/switchboard"
+)
+
+const messageCols = `id, tenant_id, environment, direction, from_number, to_number, body, channel, status,
+	failure_reason, error_code, template, campaign_id, phone_id, created_at, scheduled_at, sent_at, delivered_at, failed_at, attempts`
+
+func scanMessage(row interface{ Scan(...any) error }) (*sb.Message, error) {
+	var m sb.Message
+	var env string
+	var reason, code, tmpl, campaign, phone sql.NullString
+	var created int64
+	var sched, sent, delivered, failed sql.NullInt64
+	err := row.Scan(&m.ID, &m.TenantID, &env, &m.Direction, &m.From, &m.To, &m.Body, &m.Channel, &m.Status,
+		&reason, &code, &tmpl, &campaign, &phone, &created, &sched, &sent, &delivered, &failed, &m.Attempts)
+	if err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, sb.ErrNotFound
+		}
+		return nil, err
+	}
+	m.Env = sb.Environment(env)
+	m.FailureReason, m.ErrorCode, m.Template, m.CampaignID, m.PhoneID = reason.String, code.String, tmpl.String, campaign.String, phone.String
+	m.CreatedAt = sb.FromMicros(created)
+	m.ScheduledAt, m.SentAt, m.DeliveredAt, m.FailedAt = optTime(sched), optTime(sent), optTime(delivered), optTime(failed)
+	return &m, nil
+}
+
+func optTime(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := sb.FromMicros(v.Int64)
+	return &t
+}
+
+func microsOrNil(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return sb.Micros(*t)
+}
+
+func nullStr(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// ErrReplay is returned by AcceptSend when the Idempotency-Key was already
+// used with the same request: Record holds the first answer.
+type ErrReplay struct{ Record *sb.IdempotencyRecord }
+
+func (e *ErrReplay) Error() string { return "idempotent replay" }
+
+// Idempotency returns the live record stored under key, or nil.
+func (db *DB) Idempotency(ctx context.Context, tenantID string, env sb.Environment, key string, now time.Time) (*sb.IdempotencyRecord, error) {
+	return idempotency(ctx, db.read, db, tenantID, env, key, now)
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func idempotency(ctx context.Context, q querier, db *DB, tenantID string, env sb.Environment, key string, now time.Time) (*sb.IdempotencyRecord, error) {
+	var r sb.IdempotencyRecord
+	var resp string
+	var created int64
+	err := q.QueryRowContext(ctx, db.q(`SELECT key, request_hash, status, response, created_at FROM idempotency_keys
+		WHERE tenant_id = ? AND environment = ? AND key = ? AND created_at > ?`),
+		tenantID, string(env), key, sb.Micros(now.Add(-sb.IdempotencyWindow))).Scan(&r.Key, &r.RequestHash, &r.Status, &resp, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.Response, r.CreatedAt = []byte(resp), sb.FromMicros(created)
+	return &r, nil
+}
+
+type recipient struct {
+	known    bool
+	optedOut bool
+	phoneID  string
+}
+
+func (t *Tx) recipient(ctx context.Context, tenantID string, env sb.Environment, number string) (recipient, error) {
+	var r recipient
+	var opted int
+	var phone sql.NullString
+	err := t.queryRow(ctx, `SELECT opted_out, phone_id FROM recipients WHERE tenant_id = ? AND environment = ? AND number = ?`,
+		tenantID, string(env), number).Scan(&opted, &phone)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, nil
+	}
+	if err != nil {
+		return r, err
+	}
+	return recipient{known: true, optedOut: opted != 0, phoneID: phone.String}, nil
+}
+
+// Recipient reports whether the tenant knows number (has sent to it or
+// received from it) and whether it opted out.
+func (db *DB) Recipient(ctx context.Context, tenantID string, env sb.Environment, number string) (known, optedOut bool, err error) {
+	var opted int
+	err = db.queryRow(ctx, `SELECT opted_out FROM recipients WHERE tenant_id = ? AND environment = ? AND number = ?`,
+		tenantID, string(env), number).Scan(&opted)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, false, nil
+	}
+	return err == nil, opted != 0, err
+}
+
+func (t *Tx) counter(ctx context.Context, tenantID string, env sb.Environment, name, day string) (int64, error) {
+	var n int64
+	err := t.queryRow(ctx, `SELECT n FROM daily_counters WHERE tenant_id = ? AND environment = ? AND counter = ? AND day = ?`,
+		tenantID, string(env), name, day).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return n, err
+}
+
+func (t *Tx) bump(ctx context.Context, tenantID string, env sb.Environment, name, day string) error {
+	_, err := t.exec(ctx, `INSERT INTO daily_counters (tenant_id, environment, counter, day, n) VALUES (?, ?, ?, ?, 1)
+		ON CONFLICT (tenant_id, environment, counter, day) DO UPDATE SET n = daily_counters.n + 1`, tenantID, string(env), name, day)
+	return err
+}
+
+// NewContactsToday returns how many first-time recipients the tenant has
+// messaged on day.
+func (db *DB) NewContactsToday(ctx context.Context, tenantID string, env sb.Environment, day string) (int64, error) {
+	var n int64
+	err := db.queryRow(ctx, `SELECT n FROM daily_counters WHERE tenant_id = ? AND environment = ? AND counter = 'new_contacts' AND day = ?`,
+		tenantID, string(env), day).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return n, err
+}
+
+type phoneLoad struct {
+	phone *sb.Phone
+	used  int64
+}
+
+// usablePhones returns the tenant's online phones that send on channel and
+// have room under their daily limit today, with today's use.
+func (t *Tx) usablePhones(ctx context.Context, tenantID string, env sb.Environment, channel, day string) ([]phoneLoad, error) {
+	rows, err := t.query(ctx, `SELECT `+phoneCols+` FROM phones WHERE tenant_id = ? AND status = 'online' ORDER BY id`, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	var phones []*sb.Phone
+	for rows.Next() {
+		p, err := scanPhone(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if p.HasChannel(channel) {
+			phones = append(phones, p)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]phoneLoad, 0, len(phones))
+	for _, p := range phones {
+		n, err := t.counter(ctx, tenantID, env, "phone:"+p.ID, day)
+		if err != nil {
+			return nil, err
+		}
+		if p.DailyLimit > 0 && n >= int64(p.DailyLimit) {
+			continue
+		}
+		out = append(out, phoneLoad{phone: p, used: n})
+	}
+	return out, nil
+}
+
+var (
+	errOptedOut = sb.Errorf(sb.CodeRecipientOptedOut, "The recipient opted out (sent STOP) and has not opted back in (START).")
+	errNoPhone  = sb.Errorf(sb.CodeNoPhoneAvailable, "No sending phone is available: every phone is offline or at its daily limit.")
+)
+
+func errNewContactLimit(limit int) error {
+	return sb.Errorf(sb.CodeNewContactLimit, "The daily limit of %d new recipients is reached; messages to known recipients are still allowed.", limit)
+}
+
+// AcceptSend stores an outbound message durably, in the contract's order of
+// checks: opt-out, new-contact limit, phone availability; it picks the
+// phone (the one named by From, else the one that first wrote to the
+// recipient while it is usable, else the least used today), counts the
+// message against the phone's and the tenant's daily limits, records the
+// recipient and the idempotency answer, and queues the message. It returns
+// once the transaction is on disk.
+func (db *DB) AcceptSend(ctx context.Context, s *sb.Send) error {
+	m := s.Message
+	return db.Write(ctx, func(tx *Tx) error {
+		now := m.CreatedAt
+		day := sb.Day(now)
+		if s.Idempotency != nil {
+			rec, err := idempotency(ctx, tx.tx, db, m.TenantID, m.Env, s.Idempotency.Key, now)
+			if err != nil {
+				return err
+			}
+			if rec != nil {
+				if rec.RequestHash != s.Idempotency.RequestHash {
+					return errIdempotencyConflict
+				}
+				return &ErrReplay{Record: rec}
+			}
+		}
+		rcp, err := tx.recipient(ctx, m.TenantID, m.Env, m.To)
+		if err != nil {
+			return err
+		}
+		if rcp.optedOut {
+			return errOptedOut
+		}
+		if !rcp.known && s.NewContactLimit > 0 {
+			n, err := tx.counter(ctx, m.TenantID, m.Env, "new_contacts", day)
+			if err != nil {
+				return err
+			}
+			if n >= int64(s.NewContactLimit) {
+				return errNewContactLimit(s.NewContactLimit)
+			}
+		}
+		phones, err := tx.usablePhones(ctx, m.TenantID, m.Env, m.Channel, day)
+		if err != nil {
+			return err
+		}
+		var chosen *phoneLoad
+		for i := range phones {
+			p := &phones[i]
+			switch {
+			case s.From != "":
+				if p.phone.Number == s.From {
+					chosen = p
+				}
+			case p.phone.ID == rcp.phoneID:
+				chosen = p
+			}
+			if chosen != nil {
+				break
+			}
+		}
+		if chosen == nil && s.From == "" {
+			for i := range phones {
+				if chosen == nil || phones[i].used < chosen.used {
+					chosen = &phones[i]
+				}
+			}
+		}
+		if chosen == nil {
+			return errNoPhone
+		}
+		m.From, m.PhoneID = chosen.phone.Number, chosen.phone.ID
+		if err := tx.bump(ctx, m.TenantID, m.Env, "phone:"+chosen.phone.ID, day); err != nil {
+			return err
+		}
+		if !rcp.known {
+			if err := tx.bump(ctx, m.TenantID, m.Env, "new_contacts", day); err != nil {
+				return err
+			}
+			if _, err := tx.exec(ctx, `INSERT INTO recipients (tenant_id, environment, number, opted_out, phone_id, first_seen_at, updated_at)
+				VALUES (?, ?, ?, 0, ?, ?, ?)`, m.TenantID, string(m.Env), m.To, m.PhoneID, sb.Micros(now), sb.Micros(now)); err != nil {
+				return err
+			}
+		} else if rcp.phoneID == "" {
+			if _, err := tx.exec(ctx, `UPDATE recipients SET phone_id = ? WHERE tenant_id = ? AND environment = ? AND number = ?`,
+				m.PhoneID, m.TenantID, string(m.Env), m.To); err != nil {
+				return err
+			}
+		}
+		runAt := now
+		if m.ScheduledAt != nil {
+			runAt = *m.ScheduledAt
+		}
+		if err := tx.insertMessage(ctx, m, &runAt); err != nil {
+			return err
+		}
+		if m.ScheduledAt == nil {
+			tx.afterCommit(db.wakeMessages)
+		}
+		if s.Idempotency != nil {
+			rec := s.Idempotency
+			rec.Response = s.Render(m)
+			if _, err := tx.exec(ctx, `DELETE FROM idempotency_keys WHERE tenant_id = ? AND environment = ? AND key = ?`,
+				m.TenantID, string(m.Env), rec.Key); err != nil {
+				return err
+			}
+			if _, err := tx.exec(ctx, `INSERT INTO idempotency_keys (tenant_id, environment, key, request_hash, status, response, created_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?)`, m.TenantID, string(m.Env), rec.Key, rec.RequestHash, rec.Status, string(rec.Response), sb.Micros(now)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+var errIdempotencyConflict = sb.Errorf(sb.CodeIdempotencyConflict, "This Idempotency-Key was already used with a different request body.")
+
+func (t *Tx) insertMessage(ctx context.Context, m *sb.Message, runAt *time.Time) error {
+	_, err := t.exec(ctx, `INSERT INTO messages (`+messageCols+`, run_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.ID, m.TenantID, string(m.Env), m.Direction, m.From, m.To, m.Body, m.Channel, m.Status,
+		nullStr(m.FailureReason), nullStr(m.ErrorCode), nullStr(m.Template), nullStr(m.CampaignID), nullStr(m.PhoneID),
+		sb.Micros(m.CreatedAt), microsOrNil(m.ScheduledAt), microsOrNil(m.SentAt), microsOrNil(m.DeliveredAt), microsOrNil(m.FailedAt),
+		m.Attempts, microsOrNil(runAt))
+	return err
+}
+
+// Message returns one message of the tenant's environment.
+func (db *DB) Message(ctx context.Context, tenantID string, env sb.Environment, id string) (*sb.Message, error) {
+	return scanMessage(db.queryRow(ctx, `SELECT `+messageCols+` FROM messages WHERE tenant_id = ? AND environment = ? AND id = ?`,
+		tenantID, string(env), id))
+}
+
+// Messages lists the tenant's messages, newest first, after the cursor.
+// It returns one item more than the limit when more remain.
+func (db *DB) Messages(ctx context.Context, tenantID string, env sb.Environment, f sb.MessageFilter, p sb.Page) ([]*sb.Message, error) {
+	var where strings.Builder
+	args := []any{tenantID, string(env)}
+	where.WriteString(`tenant_id = ? AND environment = ?`)
+	if f.Status != "" {
+		where.WriteString(` AND status = ?`)
+		args = append(args, f.Status)
+	}
+	if f.Direction != "" {
+		where.WriteString(` AND direction = ?`)
+		args = append(args, f.Direction)
+	}
+	if f.To != "" {
+		where.WriteString(` AND to_number = ?`)
+		args = append(args, f.To)
+	}
+	if p.After != "" {
+		where.WriteString(` AND id < ?`)
+		args = append(args, p.After)
+	}
+	args = append(args, p.Limit+1)
+	rows, err := db.query(ctx, `SELECT `+messageCols+` FROM messages WHERE `+where.String()+` ORDER BY id DESC LIMIT ?`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*sb.Message
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// Inbound stores a message received from a recipient and applies its
+// STOP/START keyword; the recipient becomes known and, if it has no phone
+// yet, keeps the one it wrote to.
+func (db *DB) Inbound(ctx context.Context, m *sb.Message) error {
+	return db.Write(ctx, func(tx *Tx) error {
+		now := m.CreatedAt
+		opt := sb.OptKeyword(m.Body)
+		rcp, err := tx.recipient(ctx, m.TenantID, m.Env, m.From)
+		if err != nil {
+			return err
+		}
+		opted := rcp.optedOut
+		switch opt {
+		case -1:
+			opted = true
+		case 1:
+			opted = false
+		}
+		optedInt := 0
+		if opted {
+			optedInt = 1
+		}
+		if !rcp.known {
+			_, err = tx.exec(ctx, `INSERT INTO recipients (tenant_id, environment, number, opted_out, phone_id, first_seen_at, updated_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?)`, m.TenantID, string(m.Env), m.From, optedInt, nullStr(m.PhoneID), sb.Micros(now), sb.Micros(now))
+		} else {
+			_, err = tx.exec(ctx, `UPDATE recipients SET opted_out = ?, phone_id = COALESCE(phone_id, ?), updated_at = ?
+				WHERE tenant_id = ? AND environment = ? AND number = ?`, optedInt, nullStr(m.PhoneID), sb.Micros(now), m.TenantID, string(m.Env), m.From)
+		}
+		if err != nil {
+			return err
+		}
+		if err := tx.insertMessage(ctx, m, nil); err != nil {
+			return err
+		}
+		return tx.emit(ctx, m, "message.received")
+	})
+}
