@@ -69,7 +69,7 @@ func decodeReadError(err error) error {
 
 // decodeBytes is decode without the reading; the fuzz tests drive it.
 func decodeBytes(raw []byte, v any) error {
-	if len(bytes.TrimSpace(raw)) == 0 {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || bytes.Equal(t, []byte("null")) {
 		return sb.Invalid("body", "A JSON object body is required.")
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))

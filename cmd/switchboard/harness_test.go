@@ -188,9 +188,9 @@ func cliErr(dbURL string, args ...string) (string, error) {
 
 // tenant is what `switchboard tenant create` prints.
 type tenant struct {
-	ID   string `json:"tenant_id"`
-	Live string `json:"live_key"`
-	Test string `json:"test_key"`
+	ID    string `json:"tenant_id"`
+	Live  string `json:"live_key"`
+	Test  string `json:"test_key"`
 	Phone struct {
 		ID     string `json:"id"`
 		Number string `json:"number"`

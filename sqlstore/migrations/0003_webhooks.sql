@@ -22,8 +22,14 @@ CREATE TABLE webhook_deliveries (
     message_id      TEXT NOT NULL,
     payload         TEXT NOT NULL,
     status          TEXT NOT NULL,
+    -- attempts counts every attempt (the log); tries counts the attempts of
+    -- the current cycle (a manual retry starts a new cycle of 1 + 3 retries).
     attempts        INTEGER NOT NULL DEFAULT 0,
+    tries           INTEGER NOT NULL DEFAULT 0,
+    -- Due when next_attempt_at <= now. A worker that claims a delivery sets
+    -- leased and pushes next_attempt_at forward by its lease.
     next_attempt_at BIGINT,
+    leased          INTEGER NOT NULL DEFAULT 0,
     created_at      BIGINT NOT NULL
 );
 CREATE INDEX webhook_deliveries_hook ON webhook_deliveries (webhook_id, id);

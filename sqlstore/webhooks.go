@@ -1,0 +1,325 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"time"
+
+	sb "github.com/switchboard/switchboard"
+)
+
+const webhookCols = `id, tenant_id, environment, url, events, secret, created_at, deleted_at`
+
+func scanWebhook(row interface{ Scan(...any) error }) (*sb.Webhook, error) {
+	var w sb.Webhook
+	var env, events string
+	var created int64
+	var deleted sql.NullInt64
+	if err := row.Scan(&w.ID, &w.TenantID, &env, &w.URL, &events, &w.Secret, &created, &deleted); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, sb.ErrNotFound
+		}
+		return nil, err
+	}
+	w.Env, w.Events, w.CreatedAt, w.Deleted = sb.Environment(env), strings.Split(events, ","), sb.FromMicros(created), deleted.Valid
+	return &w, nil
+}
+
+// CreateWebhook stores w unless the tenant's environment already has
+// sb.MaxWebhooksPerEnv webhooks (VALIDATION_ERROR).
+func (db *DB) CreateWebhook(ctx context.Context, w *sb.Webhook) error {
+	return db.inTx(ctx, func(tx *Tx) error {
+		if db.dialect == Postgres {
+			if _, err := tx.exec(ctx, `SELECT id FROM tenants WHERE id = ? FOR UPDATE`, w.TenantID); err != nil {
+				return err
+			}
+		}
+		var n int
+		if err := tx.queryRow(ctx, `SELECT COUNT(*) FROM webhooks WHERE tenant_id = ? AND environment = ? AND deleted_at IS NULL`,
+			w.TenantID, string(w.Env)).Scan(&n); err != nil {
+			return err
+		}
+		if n >= sb.MaxWebhooksPerEnv {
+			return sb.Invalid("url", "At most %d webhooks per environment; delete one first.", sb.MaxWebhooksPerEnv)
+		}
+		_, err := tx.exec(ctx, `INSERT INTO webhooks (`+webhookCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)`,
+			w.ID, w.TenantID, string(w.Env), w.URL, strings.Join(w.Events, ","), w.Secret, sb.Micros(w.CreatedAt))
+		return err
+	})
+}
+
+// Webhooks lists the environment's webhooks, oldest first.
+func (db *DB) Webhooks(ctx context.Context, tenantID string, env sb.Environment) ([]*sb.Webhook, error) {
+	rows, err := db.query(ctx, `SELECT `+webhookCols+` FROM webhooks WHERE tenant_id = ? AND environment = ? AND deleted_at IS NULL ORDER BY id`,
+		tenantID, string(env))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*sb.Webhook
+	for rows.Next() {
+		w, err := scanWebhook(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, w)
+	}
+	return out, rows.Err()
+}
+
+// Webhook returns one live webhook of the environment.
+func (db *DB) Webhook(ctx context.Context, tenantID string, env sb.Environment, id string) (*sb.Webhook, error) {
+	return scanWebhook(db.queryRow(ctx, `SELECT `+webhookCols+` FROM webhooks WHERE tenant_id = ? AND environment = ? AND id = ? AND deleted_at IS NULL`,
+		tenantID, string(env), id))
+}
+
+// DeleteWebhook deletes a webhook; its pending deliveries are failed.
+func (db *DB) DeleteWebhook(ctx context.Context, tenantID string, env sb.Environment, id string, now time.Time) error {
+	return db.inTx(ctx, func(tx *Tx) error {
+		res, err := tx.exec(ctx, `UPDATE webhooks SET deleted_at = ? WHERE tenant_id = ? AND environment = ? AND id = ? AND deleted_at IS NULL`,
+			sb.Micros(now), tenantID, string(env), id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return sb.ErrNotFound
+		}
+		_, err = tx.exec(ctx, `UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL, leased = 0 WHERE webhook_id = ? AND status = 'pending'`, id)
+		return err
+	})
+}
+
+// WebhooksByID returns the webhooks with the given ids, deleted or not.
+func (db *DB) WebhooksByID(ctx context.Context, ids []string) (map[string]*sb.Webhook, error) {
+	out := make(map[string]*sb.Webhook, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	rows, err := db.query(ctx, `SELECT `+webhookCols+` FROM webhooks WHERE id IN (`+placeholders(len(ids))+`)`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		w, err := scanWebhook(rows)
+		if err != nil {
+			return nil, err
+		}
+		out[w.ID] = w
+	}
+	return out, rows.Err()
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+const deliveryCols = `id, webhook_id, tenant_id, environment, event, message_id, payload, status, attempts, tries, next_attempt_at, created_at`
+
+func scanDelivery(row interface{ Scan(...any) error }) (*sb.Delivery, error) {
+	var d sb.Delivery
+	var env, payload string
+	var next sql.NullInt64
+	var created int64
+	if err := row.Scan(&d.ID, &d.WebhookID, &d.TenantID, &env, &d.Event, &d.MessageID, &payload, &d.Status, &d.Attempts, &d.Tries, &next, &created); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, sb.ErrNotFound
+		}
+		return nil, err
+	}
+	d.Env, d.Payload, d.NextAttemptAt, d.CreatedAt = sb.Environment(env), []byte(payload), optTime(next), sb.FromMicros(created)
+	return &d, nil
+}
+
+// ClaimDeliveries claims up to limit due deliveries, skipping the webhooks
+// in busy (whose endpoints already have all the requests in flight they may
+// have), and leases them.
+func (db *DB) ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int, busy []string) ([]*sb.Delivery, error) {
+	var out []*sb.Delivery
+	lock := ""
+	if db.dialect == Postgres {
+		lock = " FOR UPDATE SKIP LOCKED"
+	}
+	args := []any{sb.Micros(now.Add(lease)), sb.Micros(now)}
+	exclude := ""
+	if len(busy) > 0 {
+		exclude = ` AND webhook_id NOT IN (` + placeholders(len(busy)) + `)`
+		for _, id := range busy {
+			args = append(args, id)
+		}
+	}
+	args = append(args, limit)
+	err := db.Write(ctx, func(tx *Tx) error {
+		out = out[:0]
+		rows, err := tx.query(ctx, `UPDATE webhook_deliveries SET next_attempt_at = ?, leased = 1
+			WHERE id IN (SELECT id FROM webhook_deliveries WHERE next_attempt_at <= ?`+exclude+` ORDER BY next_attempt_at LIMIT ?`+lock+`)
+			RETURNING `+deliveryCols, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			d, err := scanDelivery(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, d)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// NextDelivery returns when the earliest pending delivery falls due.
+func (db *DB) NextDelivery(ctx context.Context) (time.Time, bool, error) {
+	var next *int64
+	if err := db.queryRow(ctx, `SELECT MIN(next_attempt_at) FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL`).Scan(&next); err != nil || next == nil {
+		return time.Time{}, false, err
+	}
+	return sb.FromMicros(*next), true, nil
+}
+
+// ReleaseDeliveryLeases makes every leased delivery due now. Only a
+// single-node database (SQLite) calls it, at start-up.
+func (db *DB) ReleaseDeliveryLeases(ctx context.Context, now time.Time) error {
+	_, err := db.exec(ctx, `UPDATE webhook_deliveries SET next_attempt_at = ?, leased = 0 WHERE leased = 1 AND status = 'pending'`, sb.Micros(now))
+	return err
+}
+
+// RecordAttempts stores attempts and moves each delivery on: succeeded,
+// retried after the next delay, or failed after its last try.
+func (db *DB) RecordAttempts(ctx context.Context, rs []sb.AttemptResult) error {
+	return db.Write(ctx, func(tx *Tx) error {
+		for _, r := range rs {
+			var attempts, tries int
+			var status string
+			err := tx.queryRow(ctx, `SELECT attempts, tries, status FROM webhook_deliveries WHERE id = ?`, r.DeliveryID).Scan(&attempts, &tries, &status)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			a := r.Attempt
+			var code any
+			if a.StatusCode != 0 {
+				code = a.StatusCode
+			}
+			if _, err := tx.exec(ctx, `INSERT INTO webhook_attempts (delivery_id, n, at, status_code, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?)`,
+				r.DeliveryID, attempts+1, sb.Micros(a.At), code, nullStr(a.Error), a.Duration.Milliseconds()); err != nil {
+				return err
+			}
+			if status != sb.DeliveryPending {
+				// Deleted webhook or already final: keep the log, change nothing.
+				if _, err := tx.exec(ctx, `UPDATE webhook_deliveries SET attempts = ?, leased = 0 WHERE id = ?`, attempts+1, r.DeliveryID); err != nil {
+					return err
+				}
+				continue
+			}
+			tries++
+			var next any
+			switch {
+			case r.OK:
+				status = sb.DeliverySucceeded
+			case tries >= sb.WebhookTries:
+				status = sb.DeliveryFailed
+			default:
+				next = sb.Micros(a.At.Add(a.Duration).Add(sb.RetryDelays[tries-1]))
+			}
+			if _, err := tx.exec(ctx, `UPDATE webhook_deliveries SET attempts = ?, tries = ?, status = ?, next_attempt_at = ?, leased = 0 WHERE id = ?`,
+				attempts+1, tries, status, next, r.DeliveryID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Deliveries lists a webhook's deliveries, newest first, each with its
+// attempts, one more than the page when more remain.
+func (db *DB) Deliveries(ctx context.Context, tenantID string, env sb.Environment, webhookID string, p sb.Page) ([]*sb.Delivery, error) {
+	q := `SELECT ` + deliveryCols + ` FROM webhook_deliveries WHERE tenant_id = ? AND environment = ? AND webhook_id = ?`
+	args := []any{tenantID, string(env), webhookID}
+	if p.After != "" {
+		q += ` AND id < ?`
+		args = append(args, p.After)
+	}
+	rows, err := db.query(ctx, q+` ORDER BY id DESC LIMIT ?`, append(args, p.Limit+1)...)
+	if err != nil {
+		return nil, err
+	}
+	var out []*sb.Delivery
+	byID := map[string]*sb.Delivery{}
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, d)
+		byID[d.ID] = d
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(out) == 0 {
+		return out, err
+	}
+	if err := db.attachAttempts(ctx, byID); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (db *DB) attachAttempts(ctx context.Context, byID map[string]*sb.Delivery) error {
+	ids := make([]any, 0, len(byID))
+	for id := range byID {
+		ids = append(ids, id)
+	}
+	rows, err := db.query(ctx, `SELECT delivery_id, at, status_code, error, duration_ms FROM webhook_attempts
+		WHERE delivery_id IN (`+placeholders(len(ids))+`) ORDER BY delivery_id, n`, ids...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var at, ms int64
+		var code sql.NullInt64
+		var msg sql.NullString
+		if err := rows.Scan(&id, &at, &code, &msg, &ms); err != nil {
+			return err
+		}
+		d := byID[id]
+		d.Log = append(d.Log, sb.Attempt{At: sb.FromMicros(at), StatusCode: int(code.Int64), Error: msg.String, Duration: time.Duration(ms) * time.Millisecond})
+	}
+	return rows.Err()
+}
+
+// Delivery returns one delivery of a webhook, with its attempts.
+func (db *DB) Delivery(ctx context.Context, tenantID string, env sb.Environment, webhookID, id string) (*sb.Delivery, error) {
+	d, err := scanDelivery(db.queryRow(ctx, `SELECT `+deliveryCols+` FROM webhook_deliveries WHERE tenant_id = ? AND environment = ? AND webhook_id = ? AND id = ?`,
+		tenantID, string(env), webhookID, id))
+	if err != nil {
+		return nil, err
+	}
+	return d, db.attachAttempts(ctx, map[string]*sb.Delivery{d.ID: d})
+}
+
+// RetryDelivery starts a new cycle of tries for a delivery, due now.
+func (db *DB) RetryDelivery(ctx context.Context, tenantID string, env sb.Environment, webhookID, id string, now time.Time) error {
+	res, err := db.exec(ctx, `UPDATE webhook_deliveries SET status = 'pending', tries = 0, next_attempt_at = ?, leased = 0
+		WHERE tenant_id = ? AND environment = ? AND webhook_id = ? AND id = ?`, sb.Micros(now), tenantID, string(env), webhookID, id)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return sb.ErrNotFound
+	}
+	db.wakeWebhooks()
+	return nil
+}
