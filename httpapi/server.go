@@ -24,6 +24,7 @@ type Store interface {
 	KeyStore
 	TemplateStore
 	MessageStore
+	WebhookStore
 }
 
 // Config wires a Server.
@@ -34,8 +35,10 @@ type Config struct {
 	Limiter  ratelimit.Limiter
 	Plans    sb.Plans
 	Provider sb.Provider
-	Metrics  *Metrics
-	Now      func() time.Time
+	// URLChecker vets webhook urls at registration (SSRF).
+	URLChecker URLChecker
+	Metrics    *Metrics
+	Now        func() time.Time
 }
 
 // Server is the HTTP API.
@@ -85,6 +88,12 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /v1/templates", s.authed(s.listTemplates))
 	s.mux.Handle("GET /v1/templates/{id}", s.authed(s.getTemplate))
 	s.mux.Handle("DELETE /v1/templates/{id}", s.authed(s.deleteTemplate))
+
+	s.mux.Handle("POST /v1/webhooks", s.authed(s.createWebhook))
+	s.mux.Handle("GET /v1/webhooks", s.authed(s.listWebhooks))
+	s.mux.Handle("DELETE /v1/webhooks/{id}", s.authed(s.deleteWebhook))
+	s.mux.Handle("GET /v1/webhooks/{id}/deliveries", s.authed(s.listDeliveries))
+	s.mux.Handle("POST /v1/webhooks/{id}/deliveries/{delivery_id}/retry", s.authed(s.retryDelivery))
 
 	s.mux.Handle("POST /v1/test/inbound", s.authed(s.testInbound))
 	s.mux.Handle("POST /v1/test/simulator", s.authed(s.testSimulator))

@@ -20,11 +20,14 @@ import (
 	"github.com/switchboard/switchboard/ratelimit"
 	"github.com/switchboard/switchboard/simulator"
 	"github.com/switchboard/switchboard/sqlstore"
+	"github.com/switchboard/switchboard/webhook"
+	"github.com/switchboard/switchboard/webhook/ssrf"
 )
 
 type serveConfig struct {
 	addr, database, plans, logLevel string
 	redisURL                        string
+	allowPrivateWebhooks            bool
 	shutdownTimeout                 time.Duration
 }
 
@@ -35,11 +38,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	plans := f.string("plans", "", "JSON file overriding per-plan limits")
 	logLevel := f.string("log-level", "info", "log level: debug, info, warn, error")
 	redisURL := f.string("redis-url", "", "redis://host:port: share rate limits between nodes through Redis (default: in-process)")
+	allowPrivate := f.bool("allow-private-webhooks", false, "allow webhook urls on loopback and private addresses (for local development and tests)")
 	shutdown := f.duration("shutdown-timeout", 10*time.Second, "how long to wait for in-flight requests on shutdown")
 	if _, err := f.parse(args); err != nil {
 		return err
 	}
-	c := serveConfig{addr: *addr, database: *db, plans: *plans, logLevel: *logLevel, redisURL: *redisURL, shutdownTimeout: *shutdown}
+	c := serveConfig{addr: *addr, database: *db, plans: *plans, logLevel: *logLevel, redisURL: *redisURL, shutdownTimeout: *shutdown, allowPrivateWebhooks: *allowPrivate}
 	return runServer(ctx, c, stderr)
 }
 
@@ -84,18 +88,22 @@ func runServer(ctx context.Context, c serveConfig, stderr io.Writer) error {
 		if err := db.ReleaseLeases(ctx, time.Now()); err != nil {
 			return err
 		}
+		if err := db.ReleaseDeliveryLeases(ctx, time.Now()); err != nil {
+			return err
+		}
 	}
 	sim := simulator.New(0)
 	defer sim.Close()
 
 	authn := auth.New(db, plans, nil)
 	api, err := httpapi.New(httpapi.Config{
-		Store:    db,
-		Auth:     authn,
-		Meter:    auth.NewMeter(db),
-		Limiter:  limiter,
-		Plans:    plans,
-		Provider: sim,
+		Store:      db,
+		Auth:       authn,
+		Meter:      auth.NewMeter(db),
+		Limiter:    limiter,
+		Plans:      plans,
+		Provider:   sim,
+		URLChecker: &ssrf.Guard{AllowPrivate: c.allowPrivateWebhooks},
 	})
 	if err != nil {
 		return err
@@ -118,6 +126,7 @@ func runServer(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { api.Background(bgCtx) })
 	wg.Go(func() { delivery.New(db, sim, delivery.Options{}).Run(bgCtx) })
+	wg.Go(func() { webhook.New(db, webhook.Options{AllowPrivate: c.allowPrivateWebhooks}).Run(bgCtx) })
 	wg.Go(func() {
 		db.ListenAuth(bgCtx, func(inv sqlstore.Invalidation) {
 			switch {

@@ -1,0 +1,184 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	sb "github.com/switchboard/switchboard"
+	"github.com/switchboard/switchboard/auth"
+)
+
+// WebhookStore is what the webhook routes need from storage.
+type WebhookStore interface {
+	CreateWebhook(ctx context.Context, w *sb.Webhook) error
+	Webhooks(ctx context.Context, tenantID string, env sb.Environment) ([]*sb.Webhook, error)
+	Webhook(ctx context.Context, tenantID string, env sb.Environment, id string) (*sb.Webhook, error)
+	DeleteWebhook(ctx context.Context, tenantID string, env sb.Environment, id string, now time.Time) error
+	Deliveries(ctx context.Context, tenantID string, env sb.Environment, webhookID string, p sb.Page) ([]*sb.Delivery, error)
+	Delivery(ctx context.Context, tenantID string, env sb.Environment, webhookID, id string) (*sb.Delivery, error)
+	RetryDelivery(ctx context.Context, tenantID string, env sb.Environment, webhookID, id string, now time.Time) error
+}
+
+// URLChecker vets a webhook url against SSRF at registration.
+type URLChecker interface {
+	CheckURL(ctx context.Context, raw string) error
+}
+
+type webhookJSON struct {
+	ID          string    `json:"id"`
+	URL         string    `json:"url"`
+	Events      []string  `json:"events"`
+	Environment string    `json:"environment"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+func toWebhookJSON(w *sb.Webhook) webhookJSON {
+	return webhookJSON{ID: w.ID, URL: w.URL, Events: w.Events, Environment: string(w.Env), CreatedAt: w.CreatedAt}
+}
+
+type createWebhookRequest struct {
+	URL    *string  `json:"url"`
+	Events []string `json:"events"`
+	Secret *string  `json:"secret"`
+}
+
+func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	var req createWebhookRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	if req.URL == nil || *req.URL == "" {
+		return sb.Invalid("url", "url is required.")
+	}
+	u, err := url.Parse(*req.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(*req.URL) > 2048 {
+		return sb.Invalid("url", "url must be an absolute http or https URL.")
+	}
+	if len(req.Events) == 0 {
+		return sb.Invalid("events", "events must list at least one of %v.", sb.EventTypes)
+	}
+	var events []string
+	for _, e := range req.Events {
+		if !slices.Contains(sb.EventTypes, e) {
+			return sb.Invalid("events", "Unknown event %q; events are %v.", e, sb.EventTypes)
+		}
+		if !slices.Contains(events, e) {
+			events = append(events, e)
+		}
+	}
+	if req.Secret == nil {
+		return sb.Invalid("secret", "secret is required: %d to %d characters.", sb.MinSecretLength, sb.MaxSecretLength)
+	}
+	if n := utf8.RuneCountInString(*req.Secret); n < sb.MinSecretLength || n > sb.MaxSecretLength {
+		return sb.Invalid("secret", "secret must be %d to %d characters.", sb.MinSecretLength, sb.MaxSecretLength)
+	}
+	if err := s.cfg.URLChecker.CheckURL(r.Context(), *req.URL); err != nil {
+		return sb.Invalid("url", "url is not allowed: %s.", err.Error())
+	}
+	hook := &sb.Webhook{ID: sb.NewID(), TenantID: p.Tenant.ID, Env: p.Env, URL: *req.URL, Events: events, Secret: *req.Secret,
+		CreatedAt: s.now().UTC().Truncate(time.Microsecond)}
+	if err := s.cfg.Store.CreateWebhook(r.Context(), hook); err != nil {
+		return err
+	}
+	writeData(w, http.StatusCreated, toWebhookJSON(hook))
+	return nil
+}
+
+func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	hooks, err := s.cfg.Store.Webhooks(r.Context(), p.Tenant.ID, p.Env)
+	if err != nil {
+		return err
+	}
+	out := make([]webhookJSON, len(hooks))
+	for i, h := range hooks {
+		out[i] = toWebhookJSON(h)
+	}
+	writeData(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	id := r.PathValue("id")
+	if err := s.cfg.Store.DeleteWebhook(r.Context(), p.Tenant.ID, p.Env, id, s.now()); err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
+	return nil
+}
+
+type attemptJSON struct {
+	At         time.Time `json:"at"`
+	StatusCode *int      `json:"status_code"`
+	Error      *string   `json:"error"`
+	DurationMS int64     `json:"duration_ms"`
+}
+
+type deliveryJSON struct {
+	ID            string        `json:"id"`
+	Event         string        `json:"event"`
+	MessageID     string        `json:"message_id"`
+	Status        string        `json:"status"`
+	Attempts      []attemptJSON `json:"attempts"`
+	NextAttemptAt *time.Time    `json:"next_attempt_at"`
+	CreatedAt     time.Time     `json:"created_at"`
+}
+
+func toDeliveryJSON(d *sb.Delivery) deliveryJSON {
+	out := deliveryJSON{ID: d.ID, Event: d.Event, MessageID: d.MessageID, Status: d.Status, Attempts: make([]attemptJSON, len(d.Log)), CreatedAt: d.CreatedAt}
+	if d.Status == sb.DeliveryPending {
+		out.NextAttemptAt = d.NextAttemptAt
+	}
+	for i, a := range d.Log {
+		aj := attemptJSON{At: a.At, Error: strOrNil(a.Error), DurationMS: a.Duration.Milliseconds()}
+		if a.StatusCode != 0 {
+			code := a.StatusCode
+			aj.StatusCode = &code
+		}
+		out.Attempts[i] = aj
+	}
+	return out
+}
+
+func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	pg, err := page(r)
+	if err != nil {
+		return err
+	}
+	hookID := r.PathValue("id")
+	if _, err := s.cfg.Store.Webhook(r.Context(), p.Tenant.ID, p.Env, hookID); err != nil {
+		return err
+	}
+	ds, err := s.cfg.Store.Deliveries(r.Context(), p.Tenant.ID, p.Env, hookID, pg)
+	if err != nil {
+		return err
+	}
+	ds = setNextLink(w, r, pg, ds, func(d *sb.Delivery) string { return d.ID })
+	out := make([]deliveryJSON, len(ds))
+	for i, d := range ds {
+		out[i] = toDeliveryJSON(d)
+	}
+	writeData(w, http.StatusOK, out)
+	return nil
+}
+
+// retryDelivery sends a delivery again now, with a fresh cycle of retries.
+func (s *Server) retryDelivery(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	ctx := r.Context()
+	hookID, id := r.PathValue("id"), r.PathValue("delivery_id")
+	if _, err := s.cfg.Store.Webhook(ctx, p.Tenant.ID, p.Env, hookID); err != nil {
+		return err
+	}
+	if err := s.cfg.Store.RetryDelivery(ctx, p.Tenant.ID, p.Env, hookID, id, s.now()); err != nil {
+		return err
+	}
+	d, err := s.cfg.Store.Delivery(ctx, p.Tenant.ID, p.Env, hookID, id)
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusAccepted, toDeliveryJSON(d))
+	return nil
+}

@@ -1,0 +1,283 @@
+// Package webhook delivers events to tenants' endpoints: it claims due
+// deliveries from the store, signs and POSTs them (through an SSRF-safe
+// client that dials only vetted addresses), and records every attempt.
+//
+// Isolation: each endpoint has at most PerEndpoint requests in flight, and
+// the claim skips endpoints that are full, so a slow or dead endpoint only
+// ever holds its own slots; and since one tenant's backlog can occupy at most
+// its own endpoints' slots, it cannot starve another tenant's deliveries.
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	sb "github.com/switchboard/switchboard"
+	"github.com/switchboard/switchboard/webhook/sign"
+	"github.com/switchboard/switchboard/webhook/ssrf"
+)
+
+// Store is what the dispatcher needs from storage.
+type Store interface {
+	ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int, busy []string) ([]*sb.Delivery, error)
+	WebhooksByID(ctx context.Context, ids []string) (map[string]*sb.Webhook, error)
+	RecordAttempts(ctx context.Context, rs []sb.AttemptResult) error
+	NextDelivery(ctx context.Context) (time.Time, bool, error)
+	WebhooksDue() <-chan struct{}
+}
+
+// Options tune a Dispatcher; zero values take the defaults.
+type Options struct {
+	// PerEndpoint is the most requests in flight to one webhook.
+	PerEndpoint int
+	// Timeout is how long an endpoint has to answer.
+	Timeout time.Duration
+	// Lease reserves a claimed delivery for this node; longer than Timeout.
+	Lease time.Duration
+	// Poll bounds the sleep between claims without a wake-up.
+	Poll time.Duration
+	// AllowPrivate lets deliveries go to loopback and private addresses.
+	AllowPrivate bool
+	// Resolver resolves webhook hosts; nil means the system resolver.
+	Resolver ssrf.Resolver
+}
+
+func (o *Options) defaults() {
+	if o.PerEndpoint == 0 {
+		o.PerEndpoint = 32
+	}
+	if o.Timeout == 0 {
+		o.Timeout = ssrf.DefaultTimeout
+	}
+	if o.Lease == 0 {
+		o.Lease = o.Timeout + 20*time.Second
+	}
+	if o.Poll == 0 {
+		o.Poll = 250 * time.Millisecond
+	}
+}
+
+// Dispatcher delivers webhooks for one node.
+type Dispatcher struct {
+	store  Store
+	opt    Options
+	client *http.Client
+
+	mu       sync.Mutex
+	inflight map[string]int // webhook id -> requests in flight
+	freed    chan struct{}
+	results  chan sb.AttemptResult
+}
+
+// New returns a Dispatcher.
+func New(store Store, opt Options) *Dispatcher {
+	opt.defaults()
+	guard := &ssrf.Guard{AllowPrivate: opt.AllowPrivate, Resolver: opt.Resolver}
+	return &Dispatcher{
+		store:    store,
+		opt:      opt,
+		client:   ssrf.NewClient(guard, opt.Timeout),
+		inflight: map[string]int{},
+		freed:    make(chan struct{}, 1),
+		results:  make(chan sb.AttemptResult, 4096),
+	}
+}
+
+// Run delivers until ctx ends. Attempts in flight finish and are recorded
+// before it returns.
+func (d *Dispatcher) Run(ctx context.Context) {
+	var attempts sync.WaitGroup
+	recorded := make(chan struct{})
+	go func() { d.record(); close(recorded) }()
+	d.claimLoop(ctx, &attempts)
+	attempts.Wait()
+	close(d.results)
+	<-recorded
+}
+
+func (d *Dispatcher) busy() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []string
+	for id, n := range d.inflight {
+		if n >= d.opt.PerEndpoint {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func (d *Dispatcher) claimLoop(ctx context.Context, attempts *sync.WaitGroup) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for ctx.Err() == nil {
+		ds, err := d.store.ClaimDeliveries(ctx, time.Now(), d.opt.Lease, 256, d.busy())
+		if err != nil && ctx.Err() == nil {
+			slog.Error("claiming webhook deliveries", "err", err)
+		}
+		if len(ds) > 0 {
+			d.start(ctx, ds, attempts)
+		}
+		wait := d.opt.Poll
+		if len(ds) == 256 {
+			wait = 0
+		} else if next, ok, err := d.store.NextDelivery(ctx); err == nil && ok {
+			if w := time.Until(next); w < wait {
+				wait = max(w, time.Millisecond)
+			}
+		}
+		if wait == 0 {
+			continue
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+		case <-d.store.WebhooksDue():
+		case <-d.freed:
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+func (d *Dispatcher) start(ctx context.Context, ds []*sb.Delivery, attempts *sync.WaitGroup) {
+	ids := make([]string, 0, len(ds))
+	seen := map[string]bool{}
+	for _, dl := range ds {
+		if !seen[dl.WebhookID] {
+			seen[dl.WebhookID] = true
+			ids = append(ids, dl.WebhookID)
+		}
+	}
+	hooks, err := d.store.WebhooksByID(ctx, ids)
+	if err != nil {
+		slog.Error("loading webhooks", "err", err)
+		return // the leases run out and the deliveries are claimed again
+	}
+	for _, dl := range ds {
+		hook := hooks[dl.WebhookID]
+		d.mu.Lock()
+		d.inflight[dl.WebhookID]++
+		d.mu.Unlock()
+		attempts.Add(1)
+		go func() {
+			defer attempts.Done()
+			var res sb.AttemptResult
+			if hook == nil || hook.Deleted {
+				res = sb.AttemptResult{DeliveryID: dl.ID, Attempt: sb.Attempt{At: time.Now().UTC(), Error: "webhook deleted"}}
+			} else {
+				res = d.attempt(context.WithoutCancel(ctx), hook, dl)
+			}
+			d.results <- res
+			d.mu.Lock()
+			if d.inflight[dl.WebhookID]--; d.inflight[dl.WebhookID] <= 0 {
+				delete(d.inflight, dl.WebhookID)
+			}
+			d.mu.Unlock()
+			select {
+			case d.freed <- struct{}{}:
+			default:
+			}
+		}()
+	}
+}
+
+// attempt POSTs one delivery. Anything but a 2xx answer within the timeout
+// is a failure: 3xx (redirects are not followed), 4xx, 5xx, a refused or
+// reset connection, a refused address, a timeout.
+func (d *Dispatcher) attempt(ctx context.Context, hook *sb.Webhook, dl *sb.Delivery) sb.AttemptResult {
+	start := time.Now()
+	res := sb.AttemptResult{DeliveryID: dl.ID, Attempt: sb.Attempt{At: start.UTC()}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hook.URL, bytes.NewReader(dl.Payload))
+	if err != nil {
+		res.Attempt.Error = "invalid url"
+		return res
+	}
+	sign.Headers(req.Header, []byte(hook.Secret), dl.ID, dl.Event, start, dl.Payload)
+	resp, err := d.client.Do(req)
+	res.Attempt.Duration = time.Since(start)
+	if err != nil {
+		res.Attempt.Error = describe(err)
+		return res
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	res.Attempt.StatusCode = resp.StatusCode
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		res.OK = true
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		res.Attempt.Error = fmt.Sprintf("redirect (%d) not followed", resp.StatusCode)
+	default:
+		res.Attempt.Error = fmt.Sprintf("endpoint answered %d", resp.StatusCode)
+	}
+	return res
+}
+
+// describe turns a client error into a short reason that names no internals.
+func describe(err error) string {
+	var se *ssrf.Error
+	var ne net.Error
+	var oe *net.OpError
+	switch {
+	case errors.As(err, &se):
+		return "refused: " + se.Reason
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timeout: no answer within the time limit"
+	case errors.As(err, &oe) && oe.Op == "dial":
+		return "connection failed"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed without an answer"
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return "host could not be resolved"
+	}
+	return "request failed"
+}
+
+// record writes attempt results in batches until results is closed.
+func (d *Dispatcher) record() {
+	batch := make([]sb.AttemptResult, 0, 512)
+	for r := range d.results {
+		batch = append(batch[:0], r)
+	fill:
+		for len(batch) < cap(batch) {
+			select {
+			case r, ok := <-d.results:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		for {
+			err := d.store.RecordAttempts(context.Background(), batch)
+			if err == nil {
+				break
+			}
+			slog.Error("recording webhook attempts; retrying", "err", err)
+			time.Sleep(100 * time.Millisecond)
+		}
+		// A retry may now be due sooner than the claimer's timer.
+		select {
+		case d.freed <- struct{}{}:
+		default:
+		}
+	}
+}
