@@ -121,3 +121,11 @@ func (t *Tx) finish(ctx context.Context, o sb.Outcome) error {
 	}
 	return t.emit(ctx, m, event)
 }
+
+// RepeatedHandoffs counts messages handed to the provider more than once
+// (after a crash between hand-off and bookkeeping, or a lost outcome).
+func (db *DB) RepeatedHandoffs(ctx context.Context) (int, error) {
+	var n int
+	err := db.queryRow(ctx, `SELECT COUNT(*) FROM messages WHERE direction = 'outbound' AND attempts > 1`).Scan(&n)
+	return n, err
+}

@@ -29,6 +29,7 @@ type serveConfig struct {
 	redisURL                        string
 	allowPrivateWebhooks            bool
 	shutdownTimeout                 time.Duration
+	deliveryLease                   time.Duration
 }
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -39,11 +40,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	logLevel := f.string("log-level", "info", "log level: debug, info, warn, error")
 	redisURL := f.string("redis-url", "", "redis://host:port: share rate limits between nodes through Redis (default: in-process)")
 	allowPrivate := f.bool("allow-private-webhooks", false, "allow webhook urls on loopback and private addresses (for local development and tests)")
+	lease := f.duration("delivery-lease", 30*time.Second, "how long a node reserves a claimed message, and waits for a sent message's outcome, before another node may hand it over again (PostgreSQL; SQLite restarts release leases at once)")
 	shutdown := f.duration("shutdown-timeout", 10*time.Second, "how long to wait for in-flight requests on shutdown")
 	if _, err := f.parse(args); err != nil {
 		return err
 	}
-	c := serveConfig{addr: *addr, database: *db, plans: *plans, logLevel: *logLevel, redisURL: *redisURL, shutdownTimeout: *shutdown, allowPrivateWebhooks: *allowPrivate}
+	c := serveConfig{addr: *addr, database: *db, plans: *plans, logLevel: *logLevel, redisURL: *redisURL, shutdownTimeout: *shutdown, allowPrivateWebhooks: *allowPrivate, deliveryLease: *lease}
 	return runServer(ctx, c, stderr)
 }
 
@@ -125,7 +127,7 @@ func runServer(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { api.Background(bgCtx) })
-	wg.Go(func() { delivery.New(db, sim, delivery.Options{}).Run(bgCtx) })
+	wg.Go(func() { delivery.New(db, sim, delivery.Options{Lease: c.deliveryLease, OutcomeTimeout: c.deliveryLease}).Run(bgCtx) })
 	wg.Go(func() { webhook.New(db, webhook.Options{AllowPrivate: c.allowPrivateWebhooks}).Run(bgCtx) })
 	wg.Go(func() {
 		db.ListenAuth(bgCtx, func(inv sqlstore.Invalidation) {
