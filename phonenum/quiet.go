@@ -3,6 +3,7 @@ package phonenum
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 	_ "time/tzdata" // Fallback zone data, so quiet hours never silently degrade to UTC.
 
@@ -57,6 +58,29 @@ func utcOnly() []*time.Location { return []*time.Location{time.UTC} }
 // numbers of unknown type, and numbers whose zones are all unknown
 // ("Etc/Unknown") or fail to load.
 func Zones(number string) []*time.Location {
+	if v, ok := zoneCache.Load(number); ok {
+		return slices.Clone(v.([]*time.Location))
+	}
+	locs := zones(number)
+	if zoneCacheSize.Add(1) > maxZoneCache {
+		zoneCache.Clear() // crude bound: start over rather than grow
+		zoneCacheSize.Store(1)
+	}
+	zoneCache.Store(number, slices.Clone(locs))
+	return locs
+}
+
+// Parsing a number with libphonenumber costs tens of microseconds, and
+// senders write to the same recipients again and again: the zones of recent
+// numbers are cached.
+var (
+	zoneCache     sync.Map // number -> []*time.Location
+	zoneCacheSize atomic.Int64
+)
+
+const maxZoneCache = 100_000
+
+func zones(number string) []*time.Location {
 	if !Valid(number) {
 		return utcOnly()
 	}
