@@ -4,17 +4,25 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/mattn/go-sqlite3"
+
+	sb "github.com/switchboard/switchboard"
 )
 
-// Group commit. Durable writes on the hot paths (accepting a send, recording
-// delivery outcomes) go through a few writer goroutines that run many callers'
-// work in one transaction: one commit, one fsync, for a whole batch. Each
-// caller's work runs inside its own SAVEPOINT, so one caller's error undoes
-// only its own writes; a caller returns only after the batch has committed,
-// so an answer never gets ahead of the disk.
+// Group commit. Durable writes on the hot paths (accepting a send, claiming
+// and finishing deliveries) go through a few writer goroutines that run many
+// callers' work in one transaction: one commit, one fsync, for a whole batch.
+// A caller returns only after the batch has committed, so an answer never
+// gets ahead of the disk.
+//
+// The rule for work run through Write: make every check before the first
+// write. A check that fails returns an *sb.Error (or *ErrReplay) having
+// written nothing, and the batch goes on without it; any other error aborts
+// the batch, which is then run again one caller per transaction, so one
+// caller's failure never undoes another's work.
 
 const maxBatch = 256
 
@@ -88,6 +96,8 @@ func (b *batcher) loop() {
 				break fill
 			}
 		}
+		batchStats.n.Add(1)
+		batchStats.reqs.Add(int64(len(batch)))
 		b.run(batch)
 	}
 }
@@ -141,27 +151,9 @@ func (b *batcher) runTx(reqs []*batchReq) error {
 	for attempt := 0; attempt < 3; attempt++ {
 		err = b.db.inTx(ctx, func(tx *Tx) error {
 			for _, r := range reqs {
-				r.err = nil
-				if len(reqs) == 1 {
-					r.err = r.fn(tx)
-					if r.err != nil {
-						return r.err
-					}
-					continue
-				}
-				if _, err := tx.tx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
-					return err
-				}
-				if r.err = r.fn(tx); r.err != nil {
-					if isTxFatal(r.err) {
-						return r.err
-					}
-					if _, err := tx.tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT w"); err != nil {
-						return err
-					}
-				}
-				if _, err := tx.tx.ExecContext(ctx, "RELEASE SAVEPOINT w"); err != nil {
-					return err
+				r.err = r.fn(tx)
+				if r.err != nil && (len(reqs) == 1 || !isVerdict(r.err)) {
+					return r.err
 				}
 			}
 			return nil
@@ -179,18 +171,12 @@ func (b *batcher) runTx(reqs []*batchReq) error {
 	return err
 }
 
-// isTxFatal reports whether err leaves the transaction unusable, so the
-// whole batch must be retried rather than one savepoint rolled back.
-func isTxFatal(err error) bool {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code == "40P01" || pe.Code == "40001" || pe.Code[:2] == "08"
-	}
-	var se sqlite3.Error
-	if errors.As(err, &se) {
-		return se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked || se.Code == sqlite3.ErrIoErr || se.Code == sqlite3.ErrFull
-	}
-	return false
+// isVerdict reports whether err is a caller's answer (a failed check, which
+// by the rule above wrote nothing) rather than a failure of the transaction.
+func isVerdict(err error) bool {
+	var e *sb.Error
+	var r *ErrReplay
+	return errors.As(err, &e) || errors.As(err, &r)
 }
 
 // isRetryable reports whether a failed transaction may succeed if run again.
@@ -205,3 +191,5 @@ func isRetryable(err error) bool {
 	}
 	return false
 }
+
+var batchStats struct{ n, reqs atomic.Int64 }

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -57,6 +58,10 @@ type DB struct {
 
 	rebound sync.Map // query with ? -> query with $n
 	batch   *batcher
+
+	ckpt            *sql.DB // SQLite: the connection that runs checkpoints
+	stopCheckpoints chan struct{}
+	checkpointsDone chan struct{}
 
 	messagesDue chan struct{} // wakes this node's delivery workers
 	webhooksDue chan struct{} // wakes this node's webhook workers
@@ -104,6 +109,11 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		writers = 4
 	}
 	db.batch = newBatcher(db, writers)
+	if db.dialect == SQLite {
+		db.stopCheckpoints = make(chan struct{})
+		db.checkpointsDone = make(chan struct{})
+		go db.checkpointLoop()
+	}
 	return db, nil
 }
 
@@ -118,7 +128,7 @@ func openSQLite(path string) (*DB, error) {
 	}
 	// synchronous=FULL: a commit is on disk before it returns, so an accepted
 	// message survives kill -9 and power loss alike.
-	params := "_journal_mode=WAL&_synchronous=FULL&_busy_timeout=10000&_foreign_keys=on&_txlock=immediate&cache=private"
+	params := "_journal_mode=WAL&_synchronous=FULL&_busy_timeout=10000&_foreign_keys=on&_txlock=immediate&cache=private&_stmt_cache_size=128"
 	write, err := sql.Open("sqlite3", "file:"+path+"?"+params)
 	if err != nil {
 		return nil, err
@@ -130,6 +140,14 @@ func openSQLite(path string) (*DB, error) {
 		write.Close()
 		return nil, fmt.Errorf("sqlite %s: %w", path, err)
 	}
+	// Checkpoints copy the WAL into the database file and fsync it. Left
+	// automatic, they run inside whichever commit crosses the threshold and
+	// stall every caller of that batch; a background goroutine runs them
+	// instead (see checkpointLoop).
+	if _, err := write.Exec(`PRAGMA wal_autocheckpoint = 0`); err != nil {
+		write.Close()
+		return nil, fmt.Errorf("sqlite %s: %w", path, err)
+	}
 	read, err := sql.Open("sqlite3", "file:"+path+"?"+params+"&_query_only=true")
 	if err != nil {
 		write.Close()
@@ -138,7 +156,14 @@ func openSQLite(path string) (*DB, error) {
 	read.SetMaxOpenConns(8)
 	read.SetMaxIdleConns(8)
 	read.SetConnMaxLifetime(0)
-	return &DB{dialect: SQLite, write: write, read: read, dsn: path}, nil
+	ckpt, err := sql.Open("sqlite3", "file:"+path+"?"+params)
+	if err != nil {
+		write.Close()
+		read.Close()
+		return nil, err
+	}
+	ckpt.SetMaxOpenConns(1)
+	return &DB{dialect: SQLite, write: write, read: read, ckpt: ckpt, dsn: path}, nil
 }
 
 func openPostgres(url string) (*DB, error) {
@@ -163,12 +188,19 @@ func (db *DB) Dialect() Dialect { return db.dialect }
 
 // Close closes the database.
 func (db *DB) Close() error {
+	if db.stopCheckpoints != nil {
+		close(db.stopCheckpoints)
+		<-db.checkpointsDone
+	}
 	if db.batch != nil {
 		db.batch.close()
 	}
 	err := db.write.Close()
 	if db.read != db.write {
 		err = errors.Join(err, db.read.Close())
+	}
+	if db.ckpt != nil {
+		err = errors.Join(err, db.ckpt.Close())
 	}
 	return err
 }
@@ -324,4 +356,25 @@ func (db *DB) migrate(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// checkpointLoop copies the WAL into the database file every 200 ms from a
+// connection of its own (PASSIVE: it never blocks the writer or readers),
+// and truncates the WAL on close.
+func (db *DB) checkpointLoop() {
+	defer close(db.checkpointsDone)
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-db.stopCheckpoints:
+			db.ckpt.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
+			return
+		case <-t.C:
+			var busy, logPages, done int
+			if err := db.ckpt.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logPages, &done); err != nil {
+				slog.Warn("sqlite checkpoint", "err", err)
+			}
+		}
+	}
 }

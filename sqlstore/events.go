@@ -8,40 +8,57 @@ import (
 	sb "github.com/switchboard/switchboard"
 )
 
+// hookCache remembers, within one transaction, the webhooks of each tenant
+// and environment, so that a batch of events reads them once.
+type hookCache map[string][]hookSub
+
+type hookSub struct {
+	id     string
+	events string
+}
+
 // emit records event about m for every webhook of m's tenant and
 // environment subscribed to it, in the caller's transaction: the event is
 // durable exactly when the state change it reports is.
-func (t *Tx) emit(ctx context.Context, m *sb.Message, event string) error {
-	rows, err := t.query(ctx, `SELECT id, events FROM webhooks WHERE tenant_id = ? AND environment = ? AND deleted_at IS NULL`,
-		m.TenantID, string(m.Env))
-	if err != nil {
-		return err
-	}
-	var hooks []string
-	for rows.Next() {
-		var id, events string
-		if err := rows.Scan(&id, &events); err != nil {
-			rows.Close()
+func (t *Tx) emit(ctx context.Context, hooks hookCache, m *sb.Message, event string) error {
+	key := m.TenantID + "/" + string(m.Env)
+	subs, ok := hooks[key]
+	if !ok {
+		rows, err := t.query(ctx, `SELECT id, events FROM webhooks WHERE tenant_id = ? AND environment = ? AND deleted_at IS NULL`,
+			m.TenantID, string(m.Env))
+		if err != nil {
 			return err
 		}
-		if subscribed(events, event) {
-			hooks = append(hooks, id)
+		for rows.Next() {
+			var s hookSub
+			if err := rows.Scan(&s.id, &s.events); err != nil {
+				rows.Close()
+				return err
+			}
+			subs = append(subs, s)
 		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		hooks[key] = subs
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(hooks) == 0 {
-		return err
-	}
+	var payload string
 	now := time.Now()
-	payload := string(sb.NewEventPayload(event, m, now))
-	for _, hook := range hooks {
+	for _, s := range subs {
+		if !subscribed(s.events, event) {
+			continue
+		}
+		if payload == "" {
+			payload = string(sb.NewEventPayload(event, m, now))
+		}
 		if _, err := t.exec(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, tenant_id, environment, event, message_id, payload, status, attempts, next_attempt_at, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?)`,
-			sb.NewID(), hook, m.TenantID, string(m.Env), event, m.ID, payload, sb.Micros(now), sb.Micros(now)); err != nil {
+			sb.NewID(), s.id, m.TenantID, string(m.Env), event, m.ID, payload, sb.Micros(now), sb.Micros(now)); err != nil {
 			return err
 		}
+		t.afterCommit(t.db.wakeWebhooks)
 	}
-	t.afterCommit(t.db.wakeWebhooks)
 	return nil
 }
 

@@ -155,39 +155,32 @@ type phoneLoad struct {
 }
 
 // usablePhones returns the tenant's online phones that send on channel and
-// have room under their daily limit today, with today's use.
+// have room under their daily limit today, with today's use, in one query.
 func (t *Tx) usablePhones(ctx context.Context, tenantID string, env sb.Environment, channel, day string) ([]phoneLoad, error) {
-	rows, err := t.query(ctx, `SELECT `+phoneCols+` FROM phones WHERE tenant_id = ? AND status = 'online' ORDER BY id`, tenantID)
+	rows, err := t.query(ctx, `SELECT p.id, p.tenant_id, p.number, p.daily_limit, p.channels, p.status, p.created_at, COALESCE(c.n, 0)
+		FROM phones p LEFT JOIN daily_counters c
+		  ON c.tenant_id = p.tenant_id AND c.environment = ? AND c.counter = 'phone:' || p.id AND c.day = ?
+		WHERE p.tenant_id = ? AND p.status = 'online' ORDER BY p.id`, string(env), day, tenantID)
 	if err != nil {
 		return nil, err
 	}
-	var phones []*sb.Phone
+	defer rows.Close()
+	var out []phoneLoad
 	for rows.Next() {
-		p, err := scanPhone(rows)
-		if err != nil {
-			rows.Close()
+		var p sb.Phone
+		var limit sql.NullInt64
+		var channels string
+		var created, used int64
+		if err := rows.Scan(&p.ID, &p.TenantID, &p.Number, &limit, &channels, &p.Status, &created, &used); err != nil {
 			return nil, err
 		}
-		if p.HasChannel(channel) {
-			phones = append(phones, p)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	out := make([]phoneLoad, 0, len(phones))
-	for _, p := range phones {
-		n, err := t.counter(ctx, tenantID, env, "phone:"+p.ID, day)
-		if err != nil {
-			return nil, err
-		}
-		if p.DailyLimit > 0 && n >= int64(p.DailyLimit) {
+		p.DailyLimit, p.Channels, p.CreatedAt = int(limit.Int64), strings.Split(channels, ","), sb.FromMicros(created)
+		if !p.HasChannel(channel) || (p.DailyLimit > 0 && used >= int64(p.DailyLimit)) {
 			continue
 		}
-		out = append(out, phoneLoad{phone: p, used: n})
+		out = append(out, phoneLoad{phone: &p, used: used})
 	}
-	return out, nil
+	return out, rows.Err()
 }
 
 var (
@@ -403,6 +396,6 @@ func (db *DB) Inbound(ctx context.Context, m *sb.Message) error {
 		if err := tx.insertMessage(ctx, m, nil); err != nil {
 			return err
 		}
-		return tx.emit(ctx, m, "message.received")
+		return tx.emit(ctx, hookCache{}, m, sb.EventReceived)
 	})
 }

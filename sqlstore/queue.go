@@ -62,19 +62,34 @@ func (db *DB) ReleaseLeases(ctx context.Context, now time.Time) error {
 }
 
 // RecordHandoffs marks taken messages sent, reschedules those to retry and
-// fails the rest, emitting message.failed for them.
+// fails the rest, emitting message.failed for them. Hand-offs that succeeded
+// together are marked in one statement.
 func (db *DB) RecordHandoffs(ctx context.Context, hs []sb.Handoff) error {
+	var taken []any
+	for _, h := range hs {
+		if h.Err == nil {
+			taken = append(taken, h.MessageID)
+		}
+	}
 	return db.Write(ctx, func(tx *Tx) error {
+		if len(taken) > 0 {
+			// One sent_at and deadline for the batch: they differ by the
+			// time it took to hand the batch over.
+			first := hs[0]
+			args := append([]any{sb.Micros(first.At), sb.Micros(first.OutcomeBy)}, taken...)
+			if _, err := tx.exec(ctx, `UPDATE messages SET status = 'sent', sent_at = COALESCE(sent_at, ?), run_at = ?
+				WHERE id IN (`+placeholders(len(taken))+`) AND status IN ('queued', 'sent')`, args...); err != nil {
+				return err
+			}
+		}
 		for _, h := range hs {
 			var err error
 			switch {
 			case h.Err == nil:
-				_, err = tx.exec(ctx, `UPDATE messages SET status = 'sent', sent_at = COALESCE(sent_at, ?), run_at = ? WHERE id = ? AND status IN ('queued', 'sent')`,
-					sb.Micros(h.At), sb.Micros(h.OutcomeBy), h.MessageID)
 			case !h.Retry.IsZero():
 				_, err = tx.exec(ctx, `UPDATE messages SET run_at = ? WHERE id = ? AND status IN ('queued', 'sent')`, sb.Micros(h.Retry), h.MessageID)
 			default:
-				err = tx.finish(ctx, sb.Outcome{MessageID: h.MessageID, FailureReason: h.Err.Error(), At: h.At})
+				err = tx.finish(ctx, []sb.Outcome{{MessageID: h.MessageID, FailureReason: h.Err.Error(), At: h.At}})
 			}
 			if err != nil {
 				return err
@@ -88,38 +103,65 @@ func (db *DB) RecordHandoffs(ctx context.Context, hs []sb.Handoff) error {
 // message.failed in the same transaction. An outcome for a message that is
 // already final is ignored, so duplicate reports are harmless.
 func (db *DB) RecordOutcomes(ctx context.Context, outs []sb.Outcome) error {
-	return db.Write(ctx, func(tx *Tx) error {
-		for _, o := range outs {
-			if err := tx.finish(ctx, o); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	return db.Write(ctx, func(tx *Tx) error { return tx.finish(ctx, outs) })
 }
 
-func (t *Tx) finish(ctx context.Context, o sb.Outcome) error {
-	var q string
-	var args []any
-	event := sb.EventDelivered
-	if o.Delivered {
-		q = `UPDATE messages SET status = 'delivered', delivered_at = ?, sent_at = COALESCE(sent_at, ?), run_at = NULL
-			WHERE id = ? AND status IN ('queued', 'sent') RETURNING ` + messageCols
-		args = []any{sb.Micros(o.At), sb.Micros(o.At), o.MessageID}
-	} else {
-		event = sb.EventFailed
-		q = `UPDATE messages SET status = 'failed', failed_at = ?, failure_reason = ?, error_code = ?, run_at = NULL
-			WHERE id = ? AND status IN ('queued', 'sent') RETURNING ` + messageCols
-		args = []any{sb.Micros(o.At), o.FailureReason, string(sb.CodeDeliveryFailed), o.MessageID}
+// finish makes messages final: all deliveries in one statement (they share
+// a timestamp, the latest of the batch), failures one by one, each with its
+// event.
+func (t *Tx) finish(ctx context.Context, outs []sb.Outcome) error {
+	var delivered []any
+	var at time.Time
+	hooks := hookCache{}
+	for _, o := range outs {
+		if o.Delivered {
+			delivered = append(delivered, o.MessageID)
+			if o.At.After(at) {
+				at = o.At
+			}
+			continue
+		}
+		m, err := scanMessage(t.queryRow(ctx, `UPDATE messages SET status = 'failed', failed_at = ?, failure_reason = ?, error_code = ?, run_at = NULL
+			WHERE id = ? AND status IN ('queued', 'sent') RETURNING `+messageCols,
+			sb.Micros(o.At), o.FailureReason, string(sb.CodeDeliveryFailed), o.MessageID))
+		if sb.ErrorCode(err) == sb.CodeNotFound {
+			continue // already final
+		}
+		if err != nil {
+			return err
+		}
+		if err := t.emit(ctx, hooks, m, sb.EventFailed); err != nil {
+			return err
+		}
 	}
-	m, err := scanMessage(t.queryRow(ctx, q, args...))
-	if sb.ErrorCode(err) == sb.CodeNotFound {
-		return nil // already final
+	if len(delivered) == 0 {
+		return nil
 	}
+	args := append([]any{sb.Micros(at), sb.Micros(at)}, delivered...)
+	rows, err := t.query(ctx, `UPDATE messages SET status = 'delivered', delivered_at = ?, sent_at = COALESCE(sent_at, ?), run_at = NULL
+		WHERE id IN (`+placeholders(len(delivered))+`) AND status IN ('queued', 'sent') RETURNING `+messageCols, args...)
 	if err != nil {
 		return err
 	}
-	return t.emit(ctx, m, event)
+	var done []*sb.Message
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		done = append(done, m)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, m := range done {
+		if err := t.emit(ctx, hooks, m, sb.EventDelivered); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // RepeatedHandoffs counts messages handed to the provider more than once

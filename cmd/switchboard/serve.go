@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -30,6 +31,7 @@ type serveConfig struct {
 	allowPrivateWebhooks            bool
 	shutdownTimeout                 time.Duration
 	deliveryLease                   time.Duration
+	debugAddr                       string
 }
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -41,11 +43,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	redisURL := f.string("redis-url", "", "redis://host:port: share rate limits between nodes through Redis (default: in-process)")
 	allowPrivate := f.bool("allow-private-webhooks", false, "allow webhook urls on loopback and private addresses (for local development and tests)")
 	lease := f.duration("delivery-lease", 30*time.Second, "how long a node reserves a claimed message, and waits for a sent message's outcome, before another node may hand it over again (PostgreSQL; SQLite restarts release leases at once)")
+	debugAddr := f.string("debug-addr", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off by default")
 	shutdown := f.duration("shutdown-timeout", 10*time.Second, "how long to wait for in-flight requests on shutdown")
 	if _, err := f.parse(args); err != nil {
 		return err
 	}
-	c := serveConfig{addr: *addr, database: *db, plans: *plans, logLevel: *logLevel, redisURL: *redisURL, shutdownTimeout: *shutdown, allowPrivateWebhooks: *allowPrivate, deliveryLease: *lease}
+	c := serveConfig{addr: *addr, database: *db, plans: *plans, logLevel: *logLevel, redisURL: *redisURL, shutdownTimeout: *shutdown, allowPrivateWebhooks: *allowPrivate, deliveryLease: *lease, debugAddr: *debugAddr}
 	return runServer(ctx, c, stderr)
 }
 
@@ -142,6 +145,12 @@ func runServer(ctx context.Context, c serveConfig, stderr io.Writer) error {
 		})
 	})
 
+	if c.debugAddr != "" {
+		dbg := &http.Server{Addr: c.debugAddr, Handler: pprofMux(), ReadHeaderTimeout: 10 * time.Second}
+		go dbg.ListenAndServe()
+		defer dbg.Close()
+	}
+
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String(), "database", db.Dialect().String())
@@ -160,4 +169,13 @@ func runServer(ctx context.Context, c serveConfig, stderr io.Writer) error {
 		err = nil
 	}
 	return err
+}
+
+// pprofMux serves the runtime profiles, for --debug-addr only.
+func pprofMux() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
