@@ -15,8 +15,10 @@ import (
 // by message id) rather than a message stuck in "sent".
 
 // ClaimDue claims up to limit due messages for lease and returns them, their
-// attempts already counted. On PostgreSQL, SKIP LOCKED lets several nodes
-// claim at once without waiting on each other.
+// attempts already counted. Direct sends are claimed first and campaign
+// messages fill what is left of the batch, so a campaign's backlog never
+// delays a direct send. On PostgreSQL, SKIP LOCKED lets several nodes claim
+// at once without waiting on each other.
 func (db *DB) ClaimDue(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]*sb.Message, error) {
 	var out []*sb.Message
 	lock := ""
@@ -25,21 +27,30 @@ func (db *DB) ClaimDue(ctx context.Context, now time.Time, lease time.Duration, 
 	}
 	err := db.Write(ctx, func(tx *Tx) error {
 		out = out[:0]
-		rows, err := tx.query(ctx, `UPDATE messages SET run_at = ?, attempts = attempts + 1
-			WHERE id IN (SELECT id FROM messages WHERE run_at <= ? ORDER BY run_at LIMIT ?`+lock+`)
-			RETURNING `+messageCols, sb.Micros(now.Add(lease)), sb.Micros(now), limit)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			m, err := scanMessage(rows)
+		for _, lane := range []string{"campaign_id IS NULL", "campaign_id IS NOT NULL"} {
+			if len(out) >= limit {
+				break
+			}
+			rows, err := tx.query(ctx, `UPDATE messages SET run_at = ?, attempts = attempts + 1
+				WHERE id IN (SELECT id FROM messages WHERE run_at <= ? AND `+lane+` ORDER BY run_at LIMIT ?`+lock+`)
+				RETURNING `+messageCols, sb.Micros(now.Add(lease)), sb.Micros(now), limit-len(out))
 			if err != nil {
 				return err
 			}
-			out = append(out, m)
+			for rows.Next() {
+				m, err := scanMessage(rows)
+				if err != nil {
+					rows.Close()
+					return err
+				}
+				out = append(out, m)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
 		}
-		return rows.Err()
+		return nil
 	})
 	return out, err
 }
@@ -47,8 +58,17 @@ func (db *DB) ClaimDue(ctx context.Context, now time.Time, lease time.Duration, 
 // NextDue returns when the earliest queued message falls due, or false.
 func (db *DB) NextDue(ctx context.Context) (time.Time, bool, error) {
 	var next *int64
-	if err := db.queryRow(ctx, `SELECT MIN(run_at) FROM messages WHERE run_at IS NOT NULL`).Scan(&next); err != nil || next == nil {
-		return time.Time{}, false, err
+	for _, lane := range []string{"campaign_id IS NULL", "campaign_id IS NOT NULL"} {
+		var n *int64
+		if err := db.queryRow(ctx, `SELECT MIN(run_at) FROM messages WHERE run_at IS NOT NULL AND `+lane).Scan(&n); err != nil {
+			return time.Time{}, false, err
+		}
+		if n != nil && (next == nil || *n < *next) {
+			next = n
+		}
+	}
+	if next == nil {
+		return time.Time{}, false, nil
 	}
 	return sb.FromMicros(*next), true, nil
 }
