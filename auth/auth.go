@@ -36,6 +36,9 @@ type Principal struct {
 	Env sb.Environment
 	// RateLimit is the key's per-minute limit now; 0 means unlimited.
 	RateLimit int
+	// ViaToken is set when an identity-provider token, not an API key,
+	// authenticated the request; Key is then synthetic.
+	ViaToken bool
 }
 
 // DefaultTTL bounds how long a cached key or tenant may be used without
@@ -66,7 +69,13 @@ type Authenticator struct {
 
 	mu   sync.Mutex
 	used map[string]time.Time // key id -> last use not yet written
+
+	idp *IdentityProvider // nil: API keys only
 }
+
+// UseIdentityProvider makes bearer tokens shaped like JWTs authenticate
+// through p.
+func (a *Authenticator) UseIdentityProvider(p *IdentityProvider) { a.idp = p }
 
 // New returns an Authenticator over store with the plan table plans.
 func New(store Store, plans sb.Plans, now func() time.Time) *Authenticator {
@@ -87,6 +96,9 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Princ
 		return nil, errInvalidKey
 	}
 	if _, ok := sb.ParseKeyText(text); !ok {
+		if a.idp != nil && looksLikeJWT(text) {
+			return a.authenticateToken(ctx, text)
+		}
 		return nil, errInvalidKey
 	}
 	hash := sb.HashKey(text)

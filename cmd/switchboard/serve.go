@@ -32,6 +32,8 @@ type serveConfig struct {
 	shutdownTimeout                 time.Duration
 	deliveryLease                   time.Duration
 	debugAddr                       string
+	idpSecret, idpJWKS              string
+	idpIssuer, idpAudience          string
 }
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -44,11 +46,16 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	allowPrivate := f.bool("allow-private-webhooks", false, "allow webhook urls on loopback and private addresses (for local development and tests)")
 	lease := f.duration("delivery-lease", 30*time.Second, "how long a node reserves a claimed message, and waits for a sent message's outcome, before another node may hand it over again (PostgreSQL; SQLite restarts release leases at once)")
 	debugAddr := f.string("debug-addr", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off by default")
+	idpSecret := f.string("idp-hs256-secret", "", "accept identity-provider JWTs signed HS256 with this secret (prefer the environment variable)")
+	idpJWKS := f.string("idp-jwks", "", "accept identity-provider JWTs signed RS256/ES256 by the keys of this JWKS file")
+	idpIssuer := f.string("idp-issuer", "", "required iss claim of identity-provider tokens")
+	idpAudience := f.string("idp-audience", "", "required aud claim of identity-provider tokens")
 	shutdown := f.duration("shutdown-timeout", 10*time.Second, "how long to wait for in-flight requests on shutdown")
 	if _, err := f.parse(args); err != nil {
 		return err
 	}
-	c := serveConfig{addr: *addr, database: *db, plans: *plans, logLevel: *logLevel, redisURL: *redisURL, shutdownTimeout: *shutdown, allowPrivateWebhooks: *allowPrivate, deliveryLease: *lease, debugAddr: *debugAddr}
+	c := serveConfig{addr: *addr, database: *db, plans: *plans, logLevel: *logLevel, redisURL: *redisURL, shutdownTimeout: *shutdown, allowPrivateWebhooks: *allowPrivate, deliveryLease: *lease, debugAddr: *debugAddr,
+		idpSecret: *idpSecret, idpJWKS: *idpJWKS, idpIssuer: *idpIssuer, idpAudience: *idpAudience}
 	return runServer(ctx, c, stderr)
 }
 
@@ -101,6 +108,15 @@ func runServer(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	defer sim.Close()
 
 	authn := auth.New(db, plans, nil)
+	if c.idpSecret != "" || c.idpJWKS != "" {
+		idp := &auth.IdentityProvider{Secret: []byte(c.idpSecret), Issuer: c.idpIssuer, Audience: c.idpAudience, Leeway: 30 * time.Second}
+		if c.idpJWKS != "" {
+			if idp.Keys, err = auth.LoadJWKS(c.idpJWKS); err != nil {
+				return err
+			}
+		}
+		authn.UseIdentityProvider(idp)
+	}
 	api, err := httpapi.New(httpapi.Config{
 		Store:      db,
 		Auth:       authn,
@@ -130,7 +146,9 @@ func runServer(ctx context.Context, c serveConfig, stderr io.Writer) error {
 	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { api.Background(bgCtx) })
-	wg.Go(func() { delivery.New(db, sim, delivery.Options{Lease: c.deliveryLease, OutcomeTimeout: c.deliveryLease}).Run(bgCtx) })
+	wg.Go(func() {
+		delivery.New(db, sim, delivery.Options{Lease: c.deliveryLease, OutcomeTimeout: c.deliveryLease}).Run(bgCtx)
+	})
 	wg.Go(func() { webhook.New(db, webhook.Options{AllowPrivate: c.allowPrivateWebhooks}).Run(bgCtx) })
 	wg.Go(func() {
 		db.ListenAuth(bgCtx, func(inv sqlstore.Invalidation) {
