@@ -56,8 +56,9 @@ type DB struct {
 	read    *sql.DB
 	dsn     string
 
-	rebound sync.Map // query with ? -> query with $n
-	batch   *batcher
+	rebound  sync.Map // query with ? -> query with $n
+	keyLists sync.Map // tenant id -> *keyList
+	batch    *batcher
 
 	ckpt            *sql.DB // SQLite: the connection that runs checkpoints
 	stopCheckpoints chan struct{}

@@ -43,7 +43,7 @@ func nullInt(n int) any {
 // unrevoked keys, which is a VALIDATION_ERROR. The count and the insert are
 // one transaction, serialized per tenant on PostgreSQL.
 func (db *DB) CreateKey(ctx context.Context, k *sb.APIKey) error {
-	return db.inTx(ctx, func(tx *Tx) error {
+	err := db.inTx(ctx, func(tx *Tx) error {
 		if db.dialect == Postgres {
 			if _, err := tx.exec(ctx, `SELECT id FROM tenants WHERE id = ? FOR UPDATE`, k.TenantID); err != nil {
 				return err
@@ -60,6 +60,10 @@ func (db *DB) CreateKey(ctx context.Context, k *sb.APIKey) error {
 			k.ID, k.TenantID, k.Name, k.Hash, k.Hint, string(k.Environment), k.Status, nullInt(k.RateLimit), sb.Micros(k.CreatedAt))
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	return db.notifyKeys(ctx, k.TenantID)
 }
 
 // KeyByHash finds an unrevoked key by the hash of its text. It is the one
@@ -68,8 +72,35 @@ func (db *DB) KeyByHash(ctx context.Context, hash string) (*sb.APIKey, error) {
 	return scanKey(db.queryRow(ctx, `SELECT `+keyCols+` FROM api_keys WHERE key_hash = ? AND status <> 'revoked'`, hash))
 }
 
-// Keys lists the tenant's unrevoked keys, oldest first.
+// keyListTTL bounds how stale a cached key list may be. Changes through
+// this node (and, on PostgreSQL, through any node) clear it at once; the
+// bound covers last_used_at, which is written every second, so a use shows
+// within 1.5 s.
+const keyListTTL = 500 * time.Millisecond
+
+type keyList struct {
+	keys    []*sb.APIKey
+	fetched time.Time
+}
+
+// Keys lists the tenant's unrevoked keys, oldest first, from a short-lived
+// cache (listing keys is the most frequent call of a dashboard).
 func (db *DB) Keys(ctx context.Context, tenantID string) ([]*sb.APIKey, error) {
+	if v, ok := db.keyLists.Load(tenantID); ok {
+		if l := v.(*keyList); time.Since(l.fetched) < keyListTTL {
+			return l.keys, nil
+		}
+	}
+	fetched := time.Now()
+	keys, err := db.keys(ctx, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	db.keyLists.Store(tenantID, &keyList{keys: keys, fetched: fetched})
+	return keys, nil
+}
+
+func (db *DB) keys(ctx context.Context, tenantID string) ([]*sb.APIKey, error) {
 	rows, err := db.query(ctx, `SELECT `+keyCols+` FROM api_keys WHERE tenant_id = ? AND status <> 'revoked' ORDER BY id`, tenantID)
 	if err != nil {
 		return nil, err
@@ -106,7 +137,7 @@ func (db *DB) RevokeKey(ctx context.Context, tenantID, id string, now time.Time)
 	if n, _ := res.RowsAffected(); n == 0 {
 		return nil, sb.ErrNotFound
 	}
-	return k, db.notifyKey(ctx, k.Hash)
+	return k, db.notifyKey(ctx, k.TenantID, k.Hash)
 }
 
 // SetKeyStatus activates or deactivates a key (an operator command, so by
@@ -123,7 +154,7 @@ func (db *DB) SetKeyStatus(ctx context.Context, id, status string) (*sb.APIKey, 
 	if err != nil {
 		return nil, err
 	}
-	return k, db.notifyKey(ctx, k.Hash)
+	return k, db.notifyKey(ctx, k.TenantID, k.Hash)
 }
 
 // TouchKeys records last use times, at most one write per key.

@@ -236,28 +236,7 @@ func (db *DB) AcceptSend(ctx context.Context, s *sb.Send) error {
 		if err != nil {
 			return err
 		}
-		var chosen *phoneLoad
-		for i := range phones {
-			p := &phones[i]
-			switch {
-			case s.From != "":
-				if p.phone.Number == s.From {
-					chosen = p
-				}
-			case p.phone.ID == rcp.phoneID:
-				chosen = p
-			}
-			if chosen != nil {
-				break
-			}
-		}
-		if chosen == nil && s.From == "" {
-			for i := range phones {
-				if chosen == nil || phones[i].used < chosen.used {
-					chosen = &phones[i]
-				}
-			}
-		}
+		chosen := choosePhone(phones, s.From, rcp.phoneID)
 		if chosen == nil {
 			return errNoPhone
 		}
@@ -303,6 +282,35 @@ func (db *DB) AcceptSend(ctx context.Context, s *sb.Send) error {
 		}
 		return nil
 	})
+}
+
+// choosePhone picks a message's phone among the usable ones: the one whose
+// number is from when from is set (or none); else the recipient's own phone
+// (sticky, the one that first wrote to it); else the least used today.
+func choosePhone(phones []phoneLoad, from, sticky string) *phoneLoad {
+	var chosen *phoneLoad
+	for i := range phones {
+		p := &phones[i]
+		switch {
+		case from != "":
+			if p.phone.Number == from {
+				chosen = p
+			}
+		case p.phone.ID == sticky:
+			chosen = p
+		}
+		if chosen != nil {
+			break
+		}
+	}
+	if chosen == nil && from == "" {
+		for i := range phones {
+			if chosen == nil || phones[i].used < chosen.used {
+				chosen = &phones[i]
+			}
+		}
+	}
+	return chosen
 }
 
 var errIdempotencyConflict = sb.Errorf(sb.CodeIdempotencyConflict, "This Idempotency-Key was already used with a different request body.")

@@ -9,11 +9,21 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Invalidation channel payloads are "key:<hash>" and "tenant:<id>".
+// Invalidation channel payloads are "key:<tenant id>:<hash>" (a key
+// changed), "keys:<tenant id>" (a key was added) and "tenant:<id>".
 const authChannel = "switchboard_auth"
 
-func (db *DB) notifyKey(ctx context.Context, hash string) error {
-	return db.notify(ctx, "key:"+hash)
+// notifyKey tells every node that a key changed, and forgets this node's
+// cached key list of its tenant.
+func (db *DB) notifyKey(ctx context.Context, tenantID, hash string) error {
+	db.keyLists.Delete(tenantID)
+	return db.notify(ctx, "key:"+tenantID+":"+hash)
+}
+
+// notifyKeys tells every node that a tenant has a new key.
+func (db *DB) notifyKeys(ctx context.Context, tenantID string) error {
+	db.keyLists.Delete(tenantID)
+	return db.notify(ctx, "keys:"+tenantID)
 }
 
 func (db *DB) notifyTenant(ctx context.Context, id string) error {
@@ -67,17 +77,23 @@ func (db *DB) listenOnce(ctx context.Context, fn func(Invalidation)) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+authChannel); err != nil {
 		return err
 	}
+	db.keyLists.Clear()
 	fn(Invalidation{Reset: true}) // anything cached before LISTEN may be stale
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
-		switch {
-		case strings.HasPrefix(n.Payload, "key:"):
-			fn(Invalidation{KeyHash: n.Payload[4:]})
-		case strings.HasPrefix(n.Payload, "tenant:"):
-			fn(Invalidation{TenantID: n.Payload[7:]})
+		kind, rest, _ := strings.Cut(n.Payload, ":")
+		switch kind {
+		case "key":
+			tenant, hash, _ := strings.Cut(rest, ":")
+			db.keyLists.Delete(tenant)
+			fn(Invalidation{KeyHash: hash})
+		case "keys":
+			db.keyLists.Delete(rest)
+		case "tenant":
+			fn(Invalidation{TenantID: rest})
 		}
 	}
 }
