@@ -135,7 +135,9 @@ func (b *batcher) run(batch []*batchReq) {
 	err := b.runTx(live)
 	if err != nil && len(live) > 1 {
 		for _, r := range live {
-			r.err = b.runTx([]*batchReq{r})
+			// runTx of one caller sets its err (its verdict or the
+			// transaction's failure) and returns nil: keep that err.
+			b.runTx([]*batchReq{r})
 		}
 	} else if err != nil {
 		live[0].err = err

@@ -137,6 +137,37 @@ func (t *Tx) bump(ctx context.Context, tenantID string, env sb.Environment, name
 	return err
 }
 
+// errLostRace is returned by bumpUnder when a transaction that committed
+// after this one read the counter has used up the limit (PostgreSQL, several
+// writers): the work is run again, and its checks then see the committed
+// count and answer the limit's error.
+var errLostRace = errors.New("sqlstore: a concurrent transaction reached the daily limit first")
+
+// bumpUnder is bump for a counter with a daily limit (0: none) that the
+// caller has already checked. The increment is conditional, so two
+// transactions that both read a count under the limit cannot both pass it:
+// the later one waits for the earlier's row lock and then finds the limit
+// reached (errLostRace).
+func (t *Tx) bumpUnder(ctx context.Context, tenantID string, env sb.Environment, name, day string, limit int) error {
+	if limit <= 0 {
+		return t.bump(ctx, tenantID, env, name, day)
+	}
+	res, err := t.exec(ctx, `INSERT INTO daily_counters (tenant_id, environment, counter, day, n) VALUES (?, ?, ?, ?, 1)
+		ON CONFLICT (tenant_id, environment, counter, day) DO UPDATE SET n = daily_counters.n + 1 WHERE daily_counters.n < ?`,
+		tenantID, string(env), name, day, limit)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return errLostRace
+	}
+	return nil
+}
+
 // NewContactsToday returns how many first-time recipients the tenant has
 // messaged on day.
 func (db *DB) NewContactsToday(ctx context.Context, tenantID string, env sb.Environment, day string) (int64, error) {
@@ -201,7 +232,7 @@ func errNewContactLimit(limit int) error {
 // once the transaction is on disk.
 func (db *DB) AcceptSend(ctx context.Context, s *sb.Send) error {
 	m := s.Message
-	return db.Write(ctx, func(tx *Tx) error {
+	return db.writeRacing(ctx, func(tx *Tx) error {
 		now := m.CreatedAt
 		day := sb.Day(now)
 		if s.Idempotency != nil {
@@ -241,11 +272,11 @@ func (db *DB) AcceptSend(ctx context.Context, s *sb.Send) error {
 			return errNoPhone
 		}
 		m.From, m.PhoneID = chosen.phone.Number, chosen.phone.ID
-		if err := tx.bump(ctx, m.TenantID, m.Env, "phone:"+chosen.phone.ID, day); err != nil {
+		if err := tx.bumpUnder(ctx, m.TenantID, m.Env, "phone:"+chosen.phone.ID, day, chosen.phone.DailyLimit); err != nil {
 			return err
 		}
 		if !rcp.known {
-			if err := tx.bump(ctx, m.TenantID, m.Env, "new_contacts", day); err != nil {
+			if err := tx.bumpUnder(ctx, m.TenantID, m.Env, "new_contacts", day, s.NewContactLimit); err != nil {
 				return err
 			}
 			if _, err := tx.exec(ctx, `INSERT INTO recipients (tenant_id, environment, number, opted_out, phone_id, first_seen_at, updated_at)
@@ -271,8 +302,12 @@ func (db *DB) AcceptSend(ctx context.Context, s *sb.Send) error {
 		if s.Idempotency != nil {
 			rec := s.Idempotency
 			rec.Response = s.Render(m)
-			if _, err := tx.exec(ctx, `DELETE FROM idempotency_keys WHERE tenant_id = ? AND environment = ? AND key = ?`,
-				m.TenantID, string(m.Env), rec.Key); err != nil {
+			// Clear an expired record of the key, and only an expired one:
+			// a live record committed since the check above belongs to a
+			// concurrent request with the same key, whose insert must make
+			// this one fail (and be run again as a replay).
+			if _, err := tx.exec(ctx, `DELETE FROM idempotency_keys WHERE tenant_id = ? AND environment = ? AND key = ? AND created_at <= ?`,
+				m.TenantID, string(m.Env), rec.Key, sb.Micros(now.Add(-sb.IdempotencyWindow))); err != nil {
 				return err
 			}
 			if _, err := tx.exec(ctx, `INSERT INTO idempotency_keys (tenant_id, environment, key, request_hash, status, response, created_at)
@@ -311,6 +346,24 @@ func choosePhone(phones []phoneLoad, from, sticky string) *phoneLoad {
 		}
 	}
 	return chosen
+}
+
+// writeRacing is Write for work that checks rows and then writes them
+// (recipients, idempotency keys, daily counters). On PostgreSQL two
+// transactions can both pass a check on the same row: the later one then
+// fails with a unique violation (recipient, Idempotency-Key) or errLostRace
+// (a limit) once the earlier commits. Running the work again lets its
+// checks see the committed rows: a known recipient, an Idempotency-Key to
+// replay, a limit reached.
+func (db *DB) writeRacing(ctx context.Context, fn func(*Tx) error) error {
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		err = db.Write(ctx, fn)
+		if !isUniqueViolation(err) && !errors.Is(err, errLostRace) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
 }
 
 var errIdempotencyConflict = sb.Errorf(sb.CodeIdempotencyConflict, "This Idempotency-Key was already used with a different request body.")
@@ -373,7 +426,7 @@ func (db *DB) Messages(ctx context.Context, tenantID string, env sb.Environment,
 // STOP/START keyword; the recipient becomes known and, if it has no phone
 // yet, keeps the one it wrote to.
 func (db *DB) Inbound(ctx context.Context, m *sb.Message) error {
-	return db.Write(ctx, func(tx *Tx) error {
+	return db.writeRacing(ctx, func(tx *Tx) error {
 		now := m.CreatedAt
 		opt := sb.OptKeyword(m.Body)
 		rcp, err := tx.recipient(ctx, m.TenantID, m.Env, m.From)

@@ -1,0 +1,184 @@
+package simulator
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	sb "github.com/switchboard/switchboard"
+)
+
+// outcomeWait bounds how long a test waits for an outcome. The simulator
+// reports within its delay (100 ms by default); the bound is generous so a
+// loaded machine does not fail the test, and the test asserts only that the
+// outcome arrives.
+const outcomeWait = 5 * time.Second
+
+func receive(t *testing.T, s *Simulator) sb.Outcome {
+	t.Helper()
+	select {
+	case o := <-s.Outcomes():
+		return o
+	case <-time.After(outcomeWait):
+		t.Fatalf("no outcome within %v", outcomeWait)
+		return sb.Outcome{}
+	}
+}
+
+func TestIsMagic(t *testing.T) {
+	for n, want := range map[string]bool{
+		FailNumber: true, NoDetectionNumber: true, SMSOnlyNumber: true, "+15005550000": true, "+15005550009": true,
+		"+15005550010": false, "+150055500001": false, "+1500555000": false, "+12125550123": false, "": false,
+	} {
+		if got := IsMagic(n); got != want {
+			t.Errorf("IsMagic(%q) = %v, want %v", n, got, want)
+		}
+	}
+}
+
+func TestDetect(t *testing.T) {
+	s := New(0)
+	defer s.Close()
+	ctx := context.Background()
+
+	if _, err := s.Detect(ctx, "t1", NoDetectionNumber); sb.ErrorCode(err) != sb.CodeDetectionUnavailable {
+		t.Errorf("Detect(%s): %v, want DETECTION_UNAVAILABLE", NoDetectionNumber, err)
+	}
+	if ch, err := s.Detect(ctx, "t1", SMSOnlyNumber); err != nil || ch != sb.ChannelSMS {
+		t.Errorf("Detect(%s) = %q, %v; want sms", SMSOnlyNumber, ch, err)
+	}
+	for _, n := range []string{"+12125550123", FailNumber, "+15005550000"} {
+		if ch, err := s.Detect(ctx, "t1", n); err != nil || ch != sb.ChannelChat {
+			t.Errorf("Detect(%s) = %q, %v; want chat", n, ch, err)
+		}
+	}
+}
+
+func TestSetChatDownPerTenant(t *testing.T) {
+	s := New(0)
+	defer s.Close()
+	ctx := context.Background()
+
+	if err := s.ChatAvailable(ctx, "a"); err != nil {
+		t.Fatalf("chat starts up: %v", err)
+	}
+	s.SetChatDown("a", true)
+	if err := s.ChatAvailable(ctx, "a"); sb.ErrorCode(err) != sb.CodeChannelUnavailable {
+		t.Errorf("tenant a, chat down: %v, want CHANNEL_UNAVAILABLE", err)
+	}
+	if ch, err := s.Detect(ctx, "a", "+12125550123"); err != nil || ch != sb.ChannelSMS {
+		t.Errorf("tenant a, chat down: Detect = %q, %v; want sms", ch, err)
+	}
+	// Detection of the magic numbers does not depend on the chat engine.
+	if _, err := s.Detect(ctx, "a", NoDetectionNumber); sb.ErrorCode(err) != sb.CodeDetectionUnavailable {
+		t.Errorf("tenant a, chat down: Detect(%s): %v", NoDetectionNumber, err)
+	}
+	// Other tenants are not affected.
+	if err := s.ChatAvailable(ctx, "b"); err != nil {
+		t.Errorf("tenant b: %v", err)
+	}
+	if ch, _ := s.Detect(ctx, "b", "+12125550123"); ch != sb.ChannelChat {
+		t.Errorf("tenant b: Detect = %q, want chat", ch)
+	}
+	s.SetChatDown("a", false)
+	if err := s.ChatAvailable(ctx, "a"); err != nil {
+		t.Errorf("tenant a, chat up again: %v", err)
+	}
+	if ch, _ := s.Detect(ctx, "a", "+12125550123"); ch != sb.ChannelChat {
+		t.Errorf("tenant a, chat up again: Detect = %q, want chat", ch)
+	}
+}
+
+func TestOutcomes(t *testing.T) {
+	s := New(0)
+	defer s.Close()
+	ctx := context.Background()
+
+	msgs := map[string]*sb.Message{
+		"m-ok":   {ID: "m-ok", To: "+12125550123", Channel: sb.ChannelChat},
+		"m-fail": {ID: "m-fail", To: FailNumber, Channel: sb.ChannelSMS},
+		"m-sms":  {ID: "m-sms", To: SMSOnlyNumber, Channel: sb.ChannelSMS},
+		"m-nod":  {ID: "m-nod", To: NoDetectionNumber, Channel: sb.ChannelSMS},
+	}
+	start := time.Now()
+	for _, m := range msgs {
+		if err := s.Send(ctx, m); err != nil {
+			t.Fatalf("Send(%s): %v", m.ID, err)
+		}
+	}
+	got := map[string]sb.Outcome{}
+	for range msgs {
+		o := receive(t, s)
+		if _, dup := got[o.MessageID]; dup {
+			t.Fatalf("two outcomes for %s", o.MessageID)
+		}
+		got[o.MessageID] = o
+	}
+	for id := range msgs {
+		o, ok := got[id]
+		if !ok {
+			t.Fatalf("no outcome for %s", id)
+		}
+		if o.At.IsZero() || o.At.Before(start.Add(-time.Second)) || o.At.Location() != time.UTC {
+			t.Errorf("%s: outcome time %v", id, o.At)
+		}
+		if id == "m-fail" {
+			if o.Delivered || o.FailureReason != FailureReason {
+				t.Errorf("%s: %+v, want failed with %q", id, o, FailureReason)
+			}
+		} else if !o.Delivered || o.FailureReason != "" {
+			t.Errorf("%s: %+v, want delivered", id, o)
+		}
+	}
+	if s.Duplicates() != 0 {
+		t.Errorf("Duplicates() = %d, want 0", s.Duplicates())
+	}
+}
+
+func TestOutcomesKeepComing(t *testing.T) {
+	// Sends spread over time each get their outcome: the clock goroutine
+	// wakes for a new hand-off after it has gone idle.
+	s := New(10 * time.Millisecond)
+	defer s.Close()
+	for i := range 3 {
+		m := &sb.Message{ID: "m" + string(rune('0'+i)), To: "+12125550123"}
+		if err := s.Send(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+		if o := receive(t, s); o.MessageID != m.ID || !o.Delivered {
+			t.Fatalf("outcome %+v, want %s delivered", o, m.ID)
+		}
+	}
+}
+
+func TestDuplicates(t *testing.T) {
+	// Without its clock goroutine the simulator holds every hand-off, so a
+	// message handed over twice is a duplicate whatever the timing.
+	s := &Simulator{delay: 100 * time.Millisecond, outcomes: make(chan sb.Outcome, 8), chatDown: map[string]bool{},
+		wake: make(chan struct{}, 1), handed: map[string]bool{}, done: make(chan struct{})}
+	m := &sb.Message{ID: "dup", To: "+12125550123"}
+	s.Send(context.Background(), m)
+	s.Send(context.Background(), &sb.Message{ID: "other", To: "+12125550123"})
+	if n := s.Duplicates(); n != 0 {
+		t.Errorf("Duplicates() = %d, want 0", n)
+	}
+	s.Send(context.Background(), m)
+	if n := s.Duplicates(); n != 1 {
+		t.Errorf("Duplicates() = %d, want 1", n)
+	}
+	if len(s.pending) != 3 {
+		t.Errorf("%d pending outcomes, want 3 (each hand-off is reported)", len(s.pending))
+	}
+}
+
+func TestDelayBounds(t *testing.T) {
+	// A delay of 1 s or more, or none, falls back to the default, which is
+	// under the contract's 1 s.
+	for _, d := range []time.Duration{0, -time.Second, time.Second, time.Hour} {
+		s := New(d)
+		if s.delay <= 0 || s.delay >= time.Second {
+			t.Errorf("New(%v).delay = %v", d, s.delay)
+		}
+		s.Close()
+	}
+}
