@@ -19,8 +19,7 @@ type WebhookStore interface {
 	Webhook(ctx context.Context, tenantID string, env sb.Environment, id string) (*sb.Webhook, error)
 	DeleteWebhook(ctx context.Context, tenantID string, env sb.Environment, id string, now time.Time) error
 	Deliveries(ctx context.Context, tenantID string, env sb.Environment, webhookID string, p sb.Page) ([]*sb.Delivery, error)
-	Delivery(ctx context.Context, tenantID string, env sb.Environment, webhookID, id string) (*sb.Delivery, error)
-	RetryDelivery(ctx context.Context, tenantID string, env sb.Environment, webhookID, id string, now time.Time) error
+	RetryDelivery(ctx context.Context, tenantID string, env sb.Environment, webhookID, id string, now time.Time) (*sb.Delivery, error)
 }
 
 // URLChecker vets a webhook url against SSRF at registration.
@@ -172,10 +171,7 @@ func (s *Server) retryDelivery(w http.ResponseWriter, r *http.Request, p *auth.P
 	if _, err := s.cfg.Store.Webhook(ctx, p.Tenant.ID, p.Env, hookID); err != nil {
 		return err
 	}
-	if err := s.cfg.Store.RetryDelivery(ctx, p.Tenant.ID, p.Env, hookID, id, s.now()); err != nil {
-		return err
-	}
-	d, err := s.cfg.Store.Delivery(ctx, p.Tenant.ID, p.Env, hookID, id)
+	d, err := s.cfg.Store.RetryDelivery(ctx, p.Tenant.ID, p.Env, hookID, id, s.now())
 	if err != nil {
 		return err
 	}

@@ -137,29 +137,46 @@ func scanDelivery(row interface{ Scan(...any) error }) (*sb.Delivery, error) {
 	return &d, nil
 }
 
-// ClaimDeliveries claims up to limit due deliveries, skipping the webhooks
-// in busy (whose endpoints already have all the requests in flight they may
-// have), and leases them.
-func (db *DB) ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int, busy []string) ([]*sb.Delivery, error) {
+// ClaimDeliveries claims and leases up to limit due deliveries, oldest due
+// first, but no more for one webhook than room allows: room returns how
+// many more requests may be in flight to a webhook, and webhooks in full
+// (whose endpoints already have all the requests in flight they may have)
+// are skipped.
+func (db *DB) ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int, full []string, room func(webhookID string) int) ([]*sb.Delivery, error) {
 	var out []*sb.Delivery
 	lock := ""
 	if db.dialect == Postgres {
 		lock = " FOR UPDATE SKIP LOCKED"
 	}
-	args := []any{sb.Micros(now.Add(lease)), sb.Micros(now)}
-	exclude := ""
-	if len(busy) > 0 {
-		exclude = ` AND webhook_id NOT IN (` + placeholders(len(busy)) + `)`
-		for _, id := range busy {
-			args = append(args, id)
-		}
-	}
+	exclude, args := notIn(full)
+	args = append([]any{sb.Micros(now)}, args...)
 	args = append(args, limit)
 	err := db.Write(ctx, func(tx *Tx) error {
 		out = out[:0]
-		rows, err := tx.query(ctx, `UPDATE webhook_deliveries SET next_attempt_at = ?, leased = 1
-			WHERE id IN (SELECT id FROM webhook_deliveries WHERE next_attempt_at <= ?`+exclude+` ORDER BY next_attempt_at LIMIT ?`+lock+`)
-			RETURNING `+deliveryCols, args...)
+		rows, err := tx.query(ctx, `SELECT id, webhook_id FROM webhook_deliveries WHERE next_attempt_at <= ?`+exclude+`
+			ORDER BY next_attempt_at LIMIT ?`+lock, args...)
+		if err != nil {
+			return err
+		}
+		ids := []any{sb.Micros(now.Add(lease))}
+		taken := map[string]int{}
+		for rows.Next() {
+			var id, hook string
+			if err := rows.Scan(&id, &hook); err != nil {
+				rows.Close()
+				return err
+			}
+			if taken[hook] < room(hook) {
+				taken[hook]++
+				ids = append(ids, id)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil || len(ids) == 1 {
+			return err
+		}
+		rows, err = tx.query(ctx, `UPDATE webhook_deliveries SET next_attempt_at = ?, leased = 1
+			WHERE id IN (`+placeholders(len(ids)-1)+`) RETURNING `+deliveryCols, ids...)
 		if err != nil {
 			return err
 		}
@@ -176,10 +193,25 @@ func (db *DB) ClaimDeliveries(ctx context.Context, now time.Time, lease time.Dur
 	return out, err
 }
 
-// NextDelivery returns when the earliest pending delivery falls due.
-func (db *DB) NextDelivery(ctx context.Context) (time.Time, bool, error) {
+// notIn returns " AND webhook_id NOT IN (...)" and its arguments, or
+// nothing for no ids.
+func notIn(ids []string) (string, []any) {
+	if len(ids) == 0 {
+		return "", nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	return ` AND webhook_id NOT IN (` + placeholders(len(ids)) + `)`, args
+}
+
+// NextDelivery returns when the earliest pending delivery falls due,
+// leaving out the webhooks in full, which cannot take one now anyway.
+func (db *DB) NextDelivery(ctx context.Context, full []string) (time.Time, bool, error) {
+	exclude, args := notIn(full)
 	var next *int64
-	if err := db.queryRow(ctx, `SELECT MIN(next_attempt_at) FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL`).Scan(&next); err != nil || next == nil {
+	if err := db.queryRow(ctx, `SELECT MIN(next_attempt_at) FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL`+exclude, args...).Scan(&next); err != nil || next == nil {
 		return time.Time{}, false, err
 	}
 	return sb.FromMicros(*next), true, nil
@@ -195,8 +227,12 @@ func (db *DB) ReleaseDeliveryLeases(ctx context.Context, now time.Time) error {
 // RecordAttempts stores attempts and moves each delivery on: succeeded,
 // retried after the next delay, or failed after its last try.
 func (db *DB) RecordAttempts(ctx context.Context, rs []sb.AttemptResult) error {
+	ok, rest := splitAttempts(rs)
 	return db.Write(ctx, func(tx *Tx) error {
-		for _, r := range rs {
+		if err := tx.recordSucceeded(ctx, ok); err != nil {
+			return err
+		}
+		for _, r := range rest {
 			var attempts, tries int
 			var status string
 			err := tx.queryRow(ctx, `SELECT attempts, tries, status FROM webhook_deliveries WHERE id = ?`, r.DeliveryID).Scan(&attempts, &tries, &status)
@@ -239,6 +275,102 @@ func (db *DB) RecordAttempts(ctx context.Context, rs []sb.AttemptResult) error {
 		}
 		return nil
 	})
+}
+
+// splitAttempts separates the common case, a successful attempt at a
+// delivery that appears once in rs, from the rest (failures, and every
+// result of a delivery that appears more than once, in their order).
+func splitAttempts(rs []sb.AttemptResult) (ok, rest []sb.AttemptResult) {
+	seen := make(map[string]int, len(rs))
+	for _, r := range rs {
+		seen[r.DeliveryID]++
+	}
+	for _, r := range rs {
+		if r.OK && seen[r.DeliveryID] == 1 {
+			ok = append(ok, r)
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	return ok, rest
+}
+
+// attemptRows is how many attempts one multi-row INSERT stores; a fixed
+// size keeps the number of distinct statements (and prepared statements in
+// the cache) small.
+const attemptRows = 32
+
+// recordSucceeded records successful attempts at distinct deliveries with
+// one UPDATE for all their deliveries and a few multi-row INSERTs for the
+// attempts, where RecordAttempts' general path takes three statements per
+// attempt. The effect is the same: a pending delivery becomes succeeded
+// (one more try, nothing more due); a delivery that is no longer pending
+// (its webhook deleted, or already final) only gets the attempt logged.
+func (t *Tx) recordSucceeded(ctx context.Context, rs []sb.AttemptResult) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	// Pad the id list to a power of two with repeats (harmless in IN), so
+	// that few distinct statements exist.
+	size := 1
+	for size < len(rs) {
+		size *= 2
+	}
+	ids := make([]any, size)
+	for i := range ids {
+		ids[i] = rs[min(i, len(rs)-1)].DeliveryID
+	}
+	rows, err := t.query(ctx, `UPDATE webhook_deliveries SET attempts = attempts + 1, leased = 0,
+		tries = CASE WHEN status = 'pending' THEN tries + 1 ELSE tries END,
+		next_attempt_at = CASE WHEN status = 'pending' THEN NULL ELSE next_attempt_at END,
+		status = CASE WHEN status = 'pending' THEN 'succeeded' ELSE status END
+		WHERE id IN (`+placeholders(size)+`) RETURNING id, attempts`, ids...)
+	if err != nil {
+		return err
+	}
+	n := make(map[string]int, len(rs))
+	for rows.Next() {
+		var id string
+		var attempts int
+		if err := rows.Scan(&id, &attempts); err != nil {
+			rows.Close()
+			return err
+		}
+		n[id] = attempts
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	var args []any // 6 per attempt
+	for _, r := range rs {
+		attempts, found := n[r.DeliveryID]
+		if !found {
+			continue // no such delivery: nothing to log it under
+		}
+		a := r.Attempt
+		var code any
+		if a.StatusCode != 0 {
+			code = a.StatusCode
+		}
+		args = append(args, r.DeliveryID, attempts, sb.Micros(a.At), code, nullStr(a.Error), a.Duration.Milliseconds())
+	}
+	// Full chunks of attemptRows in one statement each, the rest one by one.
+	const insert = `INSERT INTO webhook_attempts (delivery_id, n, at, status_code, error, duration_ms) VALUES `
+	const values = `(?, ?, ?, ?, ?, ?)`
+	chunk := insert + strings.TrimSuffix(strings.Repeat(values+",", attemptRows), ",")
+	for len(args) >= 6*attemptRows {
+		if _, err := t.exec(ctx, chunk, args[:6*attemptRows]...); err != nil {
+			return err
+		}
+		args = args[6*attemptRows:]
+	}
+	for ; len(args) > 0; args = args[6:] {
+		if _, err := t.exec(ctx, insert+values, args[:6]...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Deliveries lists a webhook's deliveries, newest first, each with its
@@ -300,26 +432,34 @@ func (db *DB) attachAttempts(ctx context.Context, byID map[string]*sb.Delivery) 
 	return rows.Err()
 }
 
-// Delivery returns one delivery of a webhook, with its attempts.
-func (db *DB) Delivery(ctx context.Context, tenantID string, env sb.Environment, webhookID, id string) (*sb.Delivery, error) {
-	d, err := scanDelivery(db.queryRow(ctx, `SELECT `+deliveryCols+` FROM webhook_deliveries WHERE tenant_id = ? AND environment = ? AND webhook_id = ? AND id = ?`,
-		tenantID, string(env), webhookID, id))
+// RetryDelivery starts a new cycle of tries for a delivery, due now, and
+// returns the delivery as it then stands, before any new attempt. A
+// delivery with an attempt in flight (leased, its lease not run out) is
+// left alone: that attempt's outcome decides what follows, and sending it
+// again at the same time would only duplicate it.
+func (db *DB) RetryDelivery(ctx context.Context, tenantID string, env sb.Environment, webhookID, id string, now time.Time) (*sb.Delivery, error) {
+	var d *sb.Delivery
+	retried := false
+	err := db.inTx(ctx, func(tx *Tx) error {
+		var err error
+		d, err = scanDelivery(tx.queryRow(ctx, `UPDATE webhook_deliveries SET status = 'pending', tries = 0, next_attempt_at = ?, leased = 0
+			WHERE tenant_id = ? AND environment = ? AND webhook_id = ? AND id = ? AND NOT (leased = 1 AND next_attempt_at > ?)
+			RETURNING `+deliveryCols, sb.Micros(now), tenantID, string(env), webhookID, id, sb.Micros(now)))
+		retried = err == nil
+		if sb.ErrorCode(err) == sb.CodeNotFound {
+			d, err = scanDelivery(tx.queryRow(ctx, `SELECT `+deliveryCols+` FROM webhook_deliveries
+				WHERE tenant_id = ? AND environment = ? AND webhook_id = ? AND id = ?`, tenantID, string(env), webhookID, id))
+		}
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	return d, db.attachAttempts(ctx, map[string]*sb.Delivery{d.ID: d})
-}
-
-// RetryDelivery starts a new cycle of tries for a delivery, due now.
-func (db *DB) RetryDelivery(ctx context.Context, tenantID string, env sb.Environment, webhookID, id string, now time.Time) error {
-	res, err := db.exec(ctx, `UPDATE webhook_deliveries SET status = 'pending', tries = 0, next_attempt_at = ?, leased = 0
-		WHERE tenant_id = ? AND environment = ? AND webhook_id = ? AND id = ?`, sb.Micros(now), tenantID, string(env), webhookID, id)
-	if err != nil {
-		return err
+	// Read the log before the workers are woken, so that it shows the
+	// delivery as the retry left it.
+	err = db.attachAttempts(ctx, map[string]*sb.Delivery{d.ID: d})
+	if retried {
+		db.wakeWebhooks()
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return sb.ErrNotFound
-	}
-	db.wakeWebhooks()
-	return nil
+	return d, err
 }

@@ -27,10 +27,14 @@ import (
 
 // Store is what the dispatcher needs from storage.
 type Store interface {
-	ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int, busy []string) ([]*sb.Delivery, error)
+	// ClaimDeliveries claims up to limit due deliveries, leaving out the
+	// webhooks in full and no more for any webhook than room(webhook id).
+	ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int, full []string, room func(webhookID string) int) ([]*sb.Delivery, error)
 	WebhooksByID(ctx context.Context, ids []string) (map[string]*sb.Webhook, error)
 	RecordAttempts(ctx context.Context, rs []sb.AttemptResult) error
-	NextDelivery(ctx context.Context) (time.Time, bool, error)
+	// NextDelivery returns when the next delivery of a webhook not in full
+	// falls due.
+	NextDelivery(ctx context.Context, full []string) (time.Time, bool, error)
 	WebhooksDue() <-chan struct{}
 }
 
@@ -50,9 +54,12 @@ type Options struct {
 	Resolver ssrf.Resolver
 }
 
+// DefaultPerEndpoint is the default of Options.PerEndpoint.
+const DefaultPerEndpoint = 32
+
 func (o *Options) defaults() {
 	if o.PerEndpoint == 0 {
-		o.PerEndpoint = 32
+		o.PerEndpoint = DefaultPerEndpoint
 	}
 	if o.Timeout == 0 {
 		o.Timeout = ssrf.DefaultTimeout
@@ -103,7 +110,8 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	<-recorded
 }
 
-func (d *Dispatcher) busy() []string {
+// full returns the webhooks that have all their requests in flight.
+func (d *Dispatcher) full() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var out []string
@@ -115,11 +123,18 @@ func (d *Dispatcher) busy() []string {
 	return out
 }
 
+// room returns how many more requests may be in flight to a webhook.
+func (d *Dispatcher) room(webhookID string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.opt.PerEndpoint - d.inflight[webhookID]
+}
+
 func (d *Dispatcher) claimLoop(ctx context.Context, attempts *sync.WaitGroup) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for ctx.Err() == nil {
-		ds, err := d.store.ClaimDeliveries(ctx, time.Now(), d.opt.Lease, 256, d.busy())
+		ds, err := d.store.ClaimDeliveries(ctx, time.Now(), d.opt.Lease, 256, d.full(), d.room)
 		if err != nil && ctx.Err() == nil {
 			slog.Error("claiming webhook deliveries", "err", err)
 		}
@@ -129,7 +144,9 @@ func (d *Dispatcher) claimLoop(ctx context.Context, attempts *sync.WaitGroup) {
 		wait := d.opt.Poll
 		if len(ds) == 256 {
 			wait = 0
-		} else if next, ok, err := d.store.NextDelivery(ctx); err == nil && ok {
+		} else if next, ok, err := d.store.NextDelivery(ctx, d.full()); err == nil && ok {
+			// Full webhooks are left out: their due deliveries wait for
+			// a freed slot, which wakes this loop.
 			if w := time.Until(next); w < wait {
 				wait = max(w, time.Millisecond)
 			}

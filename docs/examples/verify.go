@@ -1,0 +1,35 @@
+package examples
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+)
+
+// VerifySignature reports whether header, the X-Service-Signature value,
+// signs body, the raw request body exactly as received.
+func VerifySignature(body []byte, header, secret string) bool {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	want := "sha256=" + hex.EncodeToString(mac.Sum(nil))
+	return hmac.Equal([]byte(header), []byte(want))
+}
+
+// Handler verifies each delivery before it parses it, and answers 2xx
+// only once the event is handled (anything else is retried).
+func Handler(secret string, handle func(event []byte) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil || !VerifySignature(body, r.Header.Get("X-Service-Signature"), secret) {
+			http.Error(w, "invalid signature", http.StatusUnauthorized)
+			return
+		}
+		if err := handle(body); err != nil {
+			http.Error(w, "try again later", http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
