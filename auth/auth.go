@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sb "github.com/switchboard/switchboard"
@@ -66,6 +67,10 @@ type Authenticator struct {
 
 	keys    sync.Map // key hash -> *keyEntry
 	tenants sync.Map // tenant id -> *tenantEntry
+	// forgets counts ForgetKey, ForgetTenant and Reset calls. A lookup that
+	// raced with one may have read storage before the change: it does not
+	// keep what it read in the cache.
+	forgets atomic.Uint64
 
 	mu   sync.Mutex
 	used map[string]time.Time // key id -> last use not yet written
@@ -134,7 +139,7 @@ func (a *Authenticator) key(ctx context.Context, hash string) (*sb.APIKey, error
 			return ke.key, nil
 		}
 	}
-	fetched := a.now()
+	fetched, forgets := a.now(), a.forgets.Load()
 	key, err := a.store.KeyByHash(ctx, hash)
 	if err != nil {
 		if sb.ErrorCode(err) == sb.CodeNotFound {
@@ -144,6 +149,9 @@ func (a *Authenticator) key(ctx context.Context, hash string) (*sb.APIKey, error
 		return nil, err
 	}
 	a.keys.Store(hash, &keyEntry{key: key, fetched: fetched})
+	if a.forgets.Load() != forgets {
+		a.keys.Delete(hash) // maybe read before a revocation: do not keep it
+	}
 	return key, nil
 }
 
@@ -154,23 +162,33 @@ func (a *Authenticator) tenant(ctx context.Context, id string) (*sb.Tenant, erro
 			return te.tenant, nil
 		}
 	}
-	fetched := a.now()
+	fetched, forgets := a.now(), a.forgets.Load()
 	t, err := a.store.Tenant(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	a.tenants.Store(id, &tenantEntry{tenant: t, fetched: fetched})
+	if a.forgets.Load() != forgets {
+		a.tenants.Delete(id)
+	}
 	return t, nil
 }
 
 // ForgetKey drops a key from the cache, so that its next use reads storage.
-func (a *Authenticator) ForgetKey(hash string) { a.keys.Delete(hash) }
+func (a *Authenticator) ForgetKey(hash string) {
+	a.forgets.Add(1)
+	a.keys.Delete(hash)
+}
 
 // ForgetTenant drops a tenant from the cache.
-func (a *Authenticator) ForgetTenant(id string) { a.tenants.Delete(id) }
+func (a *Authenticator) ForgetTenant(id string) {
+	a.forgets.Add(1)
+	a.tenants.Delete(id)
+}
 
 // Reset drops everything cached.
 func (a *Authenticator) Reset() {
+	a.forgets.Add(1)
 	a.keys.Clear()
 	a.tenants.Clear()
 }

@@ -42,6 +42,12 @@ func toKeyJSON(k *sb.APIKey, plan sb.Plan) keyJSON {
 	return out
 }
 
+// MaxKeyRateLimit is the largest per-minute limit a key may have: the
+// limiter spaces requests in whole microseconds, so it cannot enforce more
+// than one per microsecond. Without this bound a Scale key (no ceiling)
+// could be created with a limit that fails every request it makes.
+const MaxKeyRateLimit = 60_000_000
+
 type createKeyRequest struct {
 	Name        *string `json:"name"`
 	RateLimit   *int    `json:"rate_limit"`
@@ -74,6 +80,9 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, p *auth.Princ
 		}
 		if p.Plan.RateLimit > 0 && limit > p.Plan.RateLimit {
 			return sb.Invalid("rate_limit", "rate_limit %d is above the %s plan's ceiling of %d requests per minute.", limit, p.Tenant.Plan, p.Plan.RateLimit)
+		}
+		if limit > MaxKeyRateLimit {
+			return sb.Invalid("rate_limit", "rate_limit must be at most %d requests per minute.", MaxKeyRateLimit)
 		}
 	}
 	if p.Env == sb.Test && env == sb.Live {

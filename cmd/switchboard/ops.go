@@ -266,11 +266,17 @@ func phoneCmd(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer db.Close()
+	if tenant != nil { // add and list: the tenant must exist
+		_, err := db.Tenant(ctx, *tenant)
+		if sb.ErrorCode(err) == sb.CodeNotFound {
+			return fmt.Errorf("phone %s: no tenant %q", args[0], *tenant)
+		}
+		if err != nil {
+			return err
+		}
+	}
 	switch args[0] {
 	case "add":
-		if _, err := db.Tenant(ctx, *tenant); err != nil {
-			return fmt.Errorf("phone add: no tenant %q", *tenant)
-		}
 		if err := db.AddPhone(ctx, p); err != nil {
 			if e, ok := err.(*sb.Error); ok {
 				return fmt.Errorf("phone add: %s", e.Message)
