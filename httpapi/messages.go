@@ -96,6 +96,21 @@ func (req *sendRequest) validate() (data map[string]string, err error) {
 	if req.To == nil || *req.To == "" {
 		return nil, sb.Invalid("to", "to is required.")
 	}
+	if data, err = req.validateContent(); err != nil {
+		return nil, err
+	}
+	if !phonenum.Valid(*req.To) {
+		return nil, sb.Errorf(sb.CodeInvalidPhoneNumber, "to must be an E.164 number: + and 10 to 15 digits.")
+	}
+	if req.From != nil && !phonenum.Valid(*req.From) {
+		return nil, sb.Errorf(sb.CodeInvalidPhoneNumber, "from must be an E.164 number: + and 10 to 15 digits.")
+	}
+	return data, nil
+}
+
+// validateContent checks body, template, data and channel, which campaigns
+// share with sends, and returns data as template text.
+func (req *sendRequest) validateContent() (data map[string]string, err error) {
 	switch {
 	case req.Body != nil && req.Template != nil:
 		return nil, sb.Invalid("body", "Send exactly one of body and template, not both.")
@@ -122,12 +137,6 @@ func (req *sendRequest) validate() (data map[string]string, err error) {
 		default:
 			return nil, sb.Invalid("channel", `channel must be "sms", "chat" or "auto".`)
 		}
-	}
-	if !phonenum.Valid(*req.To) {
-		return nil, sb.Errorf(sb.CodeInvalidPhoneNumber, "to must be an E.164 number: + and 10 to 15 digits.")
-	}
-	if req.From != nil && !phonenum.Valid(*req.From) {
-		return nil, sb.Errorf(sb.CodeInvalidPhoneNumber, "from must be an E.164 number: + and 10 to 15 digits.")
 	}
 	return data, nil
 }

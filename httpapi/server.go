@@ -25,6 +25,8 @@ type Store interface {
 	TemplateStore
 	MessageStore
 	WebhookStore
+	ContactStore
+	CampaignStore
 }
 
 // Config wires a Server.
@@ -94,6 +96,19 @@ func (s *Server) routes() {
 	s.mux.Handle("DELETE /v1/webhooks/{id}", s.authed(s.deleteWebhook))
 	s.mux.Handle("GET /v1/webhooks/{id}/deliveries", s.authed(s.listDeliveries))
 	s.mux.Handle("POST /v1/webhooks/{id}/deliveries/{delivery_id}/retry", s.authed(s.retryDelivery))
+
+	s.mux.Handle("POST /v1/contacts", s.authed(s.createContact))
+	s.mux.Handle("GET /v1/contacts", s.authed(s.listContacts))
+	s.mux.Handle("POST /v1/contacts/import", s.authed(s.importContacts))
+	s.mux.Handle("GET /v1/contacts/{id}", s.authed(s.getContact))
+	s.mux.Handle("PATCH /v1/contacts/{id}", s.authed(s.updateContact))
+	s.mux.Handle("DELETE /v1/contacts/{id}", s.authed(s.deleteContact))
+
+	s.mux.Handle("POST /v1/campaigns", s.authed(s.createCampaign))
+	s.mux.Handle("GET /v1/campaigns", s.authed(s.listCampaigns))
+	s.mux.Handle("GET /v1/campaigns/{id}", s.authed(s.getCampaign))
+	s.mux.Handle("POST /v1/campaigns/{id}/launch", s.authed(s.launchCampaign))
+	s.mux.Handle("POST /v1/campaigns/{id}/cancel", s.authed(s.cancelCampaign))
 
 	s.mux.Handle("POST /v1/test/inbound", s.authed(s.testInbound))
 	s.mux.Handle("POST /v1/test/simulator", s.authed(s.testSimulator))

@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // PostgreSQL driver "pgx"
@@ -58,7 +59,9 @@ type DB struct {
 
 	rebound  sync.Map // query with ? -> query with $n
 	keyLists sync.Map // tenant id -> *keyList
-	batch    *batcher
+	// keyListGen counts key-list invalidations (see Keys).
+	keyListGen atomic.Uint64
+	batch      *batcher
 
 	ckpt            *sql.DB // SQLite: the connection that runs checkpoints
 	stopCheckpoints chan struct{}
@@ -137,9 +140,18 @@ func openSQLite(path string) (*DB, error) {
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
-	if err := write.Ping(); err != nil {
-		write.Close()
-		return nil, fmt.Errorf("sqlite %s: %w", path, err)
+	// Processes opening a new file at once can find it locked while one of
+	// them switches it to WAL: wait for that to finish.
+	for attempt := 0; ; attempt++ {
+		err := write.Ping()
+		if err == nil {
+			break
+		}
+		if !isRetryable(err) || attempt == 50 {
+			write.Close()
+			return nil, fmt.Errorf("sqlite %s: %w", path, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	// Checkpoints copy the WAL into the database file and fsync it. Left
 	// automatic, they run inside whichever commit crosses the threshold and
@@ -247,6 +259,9 @@ type Tx struct {
 	db    *DB
 	tx    *sql.Tx
 	after []func()
+	// bumps holds increments of daily counters without a limit, applied
+	// just before the commit (see bumpLater).
+	bumps map[counterKey]int64
 }
 
 // afterCommit runs fn once the transaction has committed.
@@ -272,6 +287,10 @@ func (db *DB) inTx(ctx context.Context, fn func(*Tx) error) error {
 	}
 	t := &Tx{db: db, tx: tx}
 	if err := fn(t); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := t.flushBumps(ctx); err != nil {
 		tx.Rollback()
 		return err
 	}
@@ -325,7 +344,18 @@ func (db *DB) migrations() ([]migration, error) {
 // PostgreSQL an advisory lock keeps several nodes starting at once from
 // applying the same migration twice.
 func (db *DB) migrate(ctx context.Context) error {
-	if _, err := db.write.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`); err != nil {
+	err := db.inTx(ctx, func(tx *Tx) error {
+		if db.dialect == Postgres {
+			// Nodes starting at once on a new database would otherwise
+			// race to create the table itself.
+			if _, err := tx.exec(ctx, `SELECT pg_advisory_xact_lock(7311)`); err != nil {
+				return err
+			}
+		}
+		_, err := tx.exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	ms, err := db.migrations()

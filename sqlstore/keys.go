@@ -91,13 +91,24 @@ func (db *DB) Keys(ctx context.Context, tenantID string) ([]*sb.APIKey, error) {
 			return l.keys, nil
 		}
 	}
-	fetched := time.Now()
+	fetched, gen := time.Now(), db.keyListGen.Load()
 	keys, err := db.keys(ctx, tenantID)
 	if err != nil {
 		return nil, err
 	}
-	db.keyLists.Store(tenantID, &keyList{keys: keys, fetched: fetched})
+	// A list read while a key changed may predate the change: cache it
+	// only if no invalidation happened meanwhile.
+	if db.keyListGen.Load() == gen {
+		db.keyLists.Store(tenantID, &keyList{keys: keys, fetched: fetched})
+	}
 	return keys, nil
+}
+
+// forgetKeyList drops a tenant's cached key list, and keeps lists read
+// before now from being cached.
+func (db *DB) forgetKeyList(tenantID string) {
+	db.keyListGen.Add(1)
+	db.keyLists.Delete(tenantID)
 }
 
 func (db *DB) keys(ctx context.Context, tenantID string) ([]*sb.APIKey, error) {

@@ -1,9 +1,11 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -137,6 +139,59 @@ func (t *Tx) bump(ctx context.Context, tenantID string, env sb.Environment, name
 	return err
 }
 
+// counterKey names one daily counter.
+type counterKey struct {
+	tenantID string
+	env      sb.Environment
+	name     string
+	day      string
+}
+
+// bumpLater adds one to a daily counter that has no limit, when the
+// transaction is about to commit. The counters of a tenant's sending phones
+// are bumped by every send: done at once, the first bump would hold the
+// counter row's lock (PostgreSQL) for the rest of a whole batch and its
+// commit, so concurrent writers would queue behind it, and every send
+// would cost a statement. Deferred, a batch adds its count to each counter
+// in one statement, right before the commit. The counts this transaction
+// reads (usablePhones) include its pending increments. Call it only once
+// the caller's checks are all done, like any write.
+func (t *Tx) bumpLater(tenantID string, env sb.Environment, name, day string) {
+	if t.bumps == nil {
+		t.bumps = map[counterKey]int64{}
+	}
+	t.bumps[counterKey{tenantID, env, name, day}]++
+}
+
+// pending returns the increments of a counter that bumpLater holds.
+func (t *Tx) pending(tenantID string, env sb.Environment, name, day string) int64 {
+	return t.bumps[counterKey{tenantID, env, name, day}]
+}
+
+// flushBumps applies the increments of bumpLater, counter by counter in a
+// fixed order (so that writers lock the rows in the same order).
+func (t *Tx) flushBumps(ctx context.Context) error {
+	if len(t.bumps) == 0 {
+		return nil
+	}
+	keys := make([]counterKey, 0, len(t.bumps))
+	for k := range t.bumps {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b counterKey) int {
+		return cmp.Or(cmp.Compare(a.tenantID, b.tenantID), cmp.Compare(a.env, b.env), cmp.Compare(a.name, b.name), cmp.Compare(a.day, b.day))
+	})
+	for _, k := range keys {
+		if _, err := t.exec(ctx, `INSERT INTO daily_counters (tenant_id, environment, counter, day, n) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (tenant_id, environment, counter, day) DO UPDATE SET n = daily_counters.n + excluded.n`,
+			k.tenantID, string(k.env), k.name, k.day, t.bumps[k]); err != nil {
+			return err
+		}
+	}
+	t.bumps = nil
+	return nil
+}
+
 // errLostRace is returned by bumpUnder when a transaction that committed
 // after this one read the counter has used up the limit (PostgreSQL, several
 // writers): the work is run again, and its checks then see the committed
@@ -206,6 +261,9 @@ func (t *Tx) usablePhones(ctx context.Context, tenantID string, env sb.Environme
 			return nil, err
 		}
 		p.DailyLimit, p.Channels, p.CreatedAt = int(limit.Int64), strings.Split(channels, ","), sb.FromMicros(created)
+		if len(t.bumps) > 0 {
+			used += t.pending(tenantID, env, "phone:"+p.ID, day)
+		}
 		if !p.HasChannel(channel) || (p.DailyLimit > 0 && used >= int64(p.DailyLimit)) {
 			continue
 		}
@@ -272,8 +330,12 @@ func (db *DB) AcceptSend(ctx context.Context, s *sb.Send) error {
 			return errNoPhone
 		}
 		m.From, m.PhoneID = chosen.phone.Number, chosen.phone.ID
-		if err := tx.bumpUnder(ctx, m.TenantID, m.Env, "phone:"+chosen.phone.ID, day, chosen.phone.DailyLimit); err != nil {
-			return err
+		if chosen.phone.DailyLimit > 0 {
+			if err := tx.bumpUnder(ctx, m.TenantID, m.Env, "phone:"+chosen.phone.ID, day, chosen.phone.DailyLimit); err != nil {
+				return err
+			}
+		} else {
+			tx.bumpLater(m.TenantID, m.Env, "phone:"+chosen.phone.ID, day)
 		}
 		if !rcp.known {
 			if err := tx.bumpUnder(ctx, m.TenantID, m.Env, "new_contacts", day, s.NewContactLimit); err != nil {

@@ -16,13 +16,13 @@ const authChannel = "switchboard_auth"
 // notifyKey tells every node that a key changed, and forgets this node's
 // cached key list of its tenant.
 func (db *DB) notifyKey(ctx context.Context, tenantID, hash string) error {
-	db.keyLists.Delete(tenantID)
+	db.forgetKeyList(tenantID)
 	return db.notify(ctx, "key:"+tenantID+":"+hash)
 }
 
 // notifyKeys tells every node that a tenant has a new key.
 func (db *DB) notifyKeys(ctx context.Context, tenantID string) error {
-	db.keyLists.Delete(tenantID)
+	db.forgetKeyList(tenantID)
 	return db.notify(ctx, "keys:"+tenantID)
 }
 
@@ -77,6 +77,7 @@ func (db *DB) listenOnce(ctx context.Context, fn func(Invalidation)) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+authChannel); err != nil {
 		return err
 	}
+	db.keyListGen.Add(1)
 	db.keyLists.Clear()
 	fn(Invalidation{Reset: true}) // anything cached before LISTEN may be stale
 	for {
@@ -88,10 +89,10 @@ func (db *DB) listenOnce(ctx context.Context, fn func(Invalidation)) error {
 		switch kind {
 		case "key":
 			tenant, hash, _ := strings.Cut(rest, ":")
-			db.keyLists.Delete(tenant)
+			db.forgetKeyList(tenant)
 			fn(Invalidation{KeyHash: hash})
 		case "keys":
-			db.keyLists.Delete(rest)
+			db.forgetKeyList(rest)
 		case "tenant":
 			fn(Invalidation{TenantID: rest})
 		}

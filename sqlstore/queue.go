@@ -157,19 +157,24 @@ func (t *Tx) finish(ctx context.Context, outs []sb.Outcome) error {
 	if len(delivered) == 0 {
 		return nil
 	}
+	// Only what message.delivered reports and routes by comes back: the
+	// whole row (body included) would cost more than the update itself.
 	args := append([]any{sb.Micros(at), sb.Micros(at)}, delivered...)
 	rows, err := t.query(ctx, `UPDATE messages SET status = 'delivered', delivered_at = ?, sent_at = COALESCE(sent_at, ?), run_at = NULL
-		WHERE id IN (`+placeholders(len(delivered))+`) AND status IN ('queued', 'sent') RETURNING `+messageCols, args...)
+		WHERE id IN (`+placeholders(len(delivered))+`) AND status IN ('queued', 'sent')
+		RETURNING id, tenant_id, environment, from_number, to_number, channel`, args...)
 	if err != nil {
 		return err
 	}
 	var done []*sb.Message
 	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
+		m := &sb.Message{Status: sb.StatusDelivered}
+		var env string
+		if err := rows.Scan(&m.ID, &m.TenantID, &env, &m.From, &m.To, &m.Channel); err != nil {
 			rows.Close()
 			return err
 		}
+		m.Env = sb.Environment(env)
 		done = append(done, m)
 	}
 	rows.Close()

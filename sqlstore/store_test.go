@@ -6,7 +6,6 @@ package sqlstore
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -94,18 +93,16 @@ func TestStoreConcurrentOpen(t *testing.T) {
 }
 
 // TestStoreConcurrentFirstOpen: several processes open one database that
-// does not exist yet at once. Both dialects fail this today (see the skip
-// messages); the test is here to be enabled with the fix in db.go.
+// does not exist yet at once, and all succeed.
 func TestStoreConcurrentFirstOpen(t *testing.T) {
-	forEachDialect(t, func(t *testing.T, url string) {
-		if strings.HasPrefix(url, "postgres") {
-			t.Skip("known bug, reported: migrate runs CREATE TABLE IF NOT EXISTS schema_migrations before it takes " +
-				"its advisory lock; concurrent first opens fail with a unique violation on pg_type_typname_nsp_index")
-		}
-		t.Skip("known bug, reported: concurrent first opens of a new SQLite file fail now and then (about 1 in 50) " +
-			"with \"database is locked\" while the file is switched to WAL")
-		openConcurrently(t, url)
-	})
+	for name, fresh := range map[string]func(testing.TB) string{"sqlite": testSQLiteURL, "postgres": testPostgresURL} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			for i := 0; i < 10; i++ {
+				openConcurrently(t, fresh(t))
+			}
+		})
+	}
 }
 
 func TestStoreMigrationsIdempotent(t *testing.T) {

@@ -52,6 +52,20 @@ type benchScenario struct {
 	// creating tenants with the operator commands, and returns the variants
 	// to measure, in order.
 	setup func(ctx context.Context, env *benchEnv) ([]benchVariant, error)
+	// serverArgs are added to the server's command line.
+	serverArgs []string
+	// run, if not nil, replaces the alternating rounds against the bare
+	// handler: it measures the scenario against the server at env.serverURL
+	// (setup is not called) and writes its own report. Its error is the
+	// command's.
+	run func(ctx context.Context, env *benchEnv, o benchOptions, stdout io.Writer) error
+}
+
+// benchOptions are the measurement flags, resolved.
+type benchOptions struct {
+	duration, warmup    time.Duration
+	rounds, connections int
+	json                bool
 }
 
 // benchVariant is one stream of requests measured against the server.
@@ -76,6 +90,14 @@ type benchEnv struct {
 	plans    string // the --plans file the server runs with
 	getenv   func(string) string
 	stderr   io.Writer
+
+	serverURL string // base URL of the running server
+	dbLabel   string // the database as the report names it
+	// report, if setup sets it, runs once the rounds are over and returns the
+	// scenario's own figures for the report (see benchReport).
+	report func(ctx context.Context, o rounds.Outcome) (benchReport, error)
+	// closers run, last first, when the command ends.
+	closers []func()
 }
 
 var benchScenarios = []benchScenario{
@@ -87,6 +109,27 @@ var benchScenarios = []benchScenario{
 		target: 0.6,
 		setup:  benchKeysSetup,
 	},
+	{
+		name: "send",
+		about: "POST /v1/messages with a live key of a Scale tenant to simulator numbers, durable before the 202; " +
+			"also samples the delivery backlog every second and reports delivered/s and the drain time (bench_send.go)",
+		target: 0.35,
+		setup:  benchSendSetup,
+	},
+	{
+		name: "webhooks",
+		about: "deliveries/s to local receivers that answer 200 at once (signed, attempts recorded), and the p99 delay " +
+			"from an event's state change to the receiver at 1,000 events/s; no bare-handler rounds (bench_webhooks.go)",
+		serverArgs: []string{"--allow-private-webhooks"},
+		run:        benchWebhooksRun,
+	},
+	{
+		name: "campaign",
+		about: "a 100,000-contact campaign (CSV import, launch, expansion, delivery) beside 100/s direct sends of two tenants: " +
+			"launch latency, messages created/s against the direct-send rate, direct-send p99 and delivery delay with and " +
+			"without the campaign; no bare-handler rounds (bench_campaign.go)",
+		run: benchCampaignRun,
+	},
 }
 
 // benchGrowthRateLimit is the per-minute rate limit the bench's plans file
@@ -95,8 +138,10 @@ var benchScenarios = []benchScenario{
 // microseconds per request, so it cannot exceed 60,000,000 per minute.
 const benchGrowthRateLimit = 10_000_000
 
-// benchPlans is the --plans file of the bench server.
-var benchPlans = fmt.Sprintf(`{"growth": {"rate_limit": %d, "monthly_calls": 0}}`, benchGrowthRateLimit)
+// benchPlans is the --plans file of the bench server. Scale tenants have no
+// daily new-contact limit, so that a campaign's 100,000 first-time
+// recipients are all due at once.
+var benchPlans = fmt.Sprintf(`{"growth": {"rate_limit": %d, "monthly_calls": 0}, "scale": {"new_contacts_per_day": 0}}`, benchGrowthRateLimit)
 
 func benchKeysSetup(ctx context.Context, env *benchEnv) ([]benchVariant, error) {
 	scale, err := env.createTenant(ctx, "bench scale", "scale")
@@ -246,12 +291,20 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer os.RemoveAll(tmp)
 	env := &benchEnv{database: *dbURL, plans: filepath.Join(tmp, "plans.json"), getenv: getenv, stderr: stderr}
+	defer env.close()
 	dbLabel := "sqlite (temporary)"
 	switch {
 	case env.database == "":
 		env.database = "sqlite:" + filepath.Join(tmp, "bench.db")
 	case strings.HasPrefix(env.database, "postgres://"), strings.HasPrefix(env.database, "postgresql://"):
 		dbLabel = "postgres" // the URL may hold a password
+		if !strings.Contains(env.database, "search_path=") {
+			// A schema of its own, dropped after the server has stopped.
+			if env.database, err = benchPostgresSchema(ctx, env); err != nil {
+				return fmt.Errorf("bench: %w", err)
+			}
+			dbLabel = "postgres (temporary schema)"
+		}
 	default:
 		dbLabel = env.database
 	}
@@ -259,13 +312,18 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 
-	serverURL, stopServer, err := startBenchServer(ctx, []string{
+	env.dbLabel = dbLabel
+	serverURL, stopServer, err := startBenchServer(ctx, append([]string{
 		"--addr", "127.0.0.1:0", "--database", env.database, "--plans", env.plans, "--log-level", "info", "--shutdown-timeout", "5s",
-	}, stderr)
+	}, sc.serverArgs...), stderr)
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
 	defer stopServer()
+	env.serverURL = serverURL
+	if sc.run != nil {
+		return sc.run(ctx, env, benchOptions{duration: *duration, warmup: *warmup, rounds: *nRounds, connections: *conns, json: *jsonOut}, stdout)
+	}
 	variants, err := sc.setup(ctx, env)
 	if err != nil {
 		return fmt.Errorf("bench: scenario %s: %w", sc.name, err)
@@ -328,10 +386,20 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	}
 
 	failures := benchFailures(out)
+	var extra benchReport
+	if env.report != nil {
+		if extra, err = env.report(ctx, out); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		failures = append(failures, extra.failures...)
+	}
 	if *jsonOut {
-		err = writeBenchJSON(stdout, sc, out, dbLabel, failures)
+		err = writeBenchJSON(stdout, sc, out, dbLabel, failures, extra.json)
 	} else {
 		err = writeBenchText(stdout, header, sc, out)
+		if err == nil {
+			_, err = io.WriteString(stdout, extra.text)
+		}
 	}
 	if err != nil {
 		return err
@@ -422,8 +490,9 @@ func benchFloats(xs []float64) []benchFloat {
 }
 
 // writeBenchJSON writes one line per target, loadgen's Result.JSON with the
-// per-round figures added, then one summary line.
-func writeBenchJSON(w io.Writer, sc *benchScenario, o rounds.Outcome, dbLabel string, failures []string) error {
+// per-round figures added, then the scenario's extra lines, then one summary
+// line.
+func writeBenchJSON(w io.Writer, sc *benchScenario, o rounds.Outcome, dbLabel string, failures []string, extraLines [][]byte) error {
 	type extra struct {
 		Scenario    string       `json:"scenario"`
 		Role        string       `json:"role"`
@@ -521,6 +590,10 @@ func writeBenchJSON(w io.Writer, sc *benchScenario, o rounds.Outcome, dbLabel st
 	}
 	if sc.target > 0 {
 		sum.Pass = &allPass
+	}
+	for _, l := range extraLines {
+		b.Write(l)
+		b.WriteByte('\n')
 	}
 	sl, err := json.Marshal(sum)
 	if err != nil {

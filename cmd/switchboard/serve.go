@@ -16,6 +16,7 @@ import (
 
 	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/auth"
+	"github.com/switchboard/switchboard/campaign"
 	"github.com/switchboard/switchboard/delivery"
 	"github.com/switchboard/switchboard/httpapi"
 	"github.com/switchboard/switchboard/ratelimit"
@@ -150,6 +151,7 @@ func runServer(ctx context.Context, c serveConfig, stderr io.Writer) error {
 		delivery.New(db, sim, delivery.Options{Lease: c.deliveryLease, OutcomeTimeout: c.deliveryLease}).Run(bgCtx)
 	})
 	wg.Go(func() { webhook.New(db, webhook.Options{AllowPrivate: c.allowPrivateWebhooks}).Run(bgCtx) })
+	wg.Go(func() { campaign.New(db, sim, plans, campaign.Options{}).Run(bgCtx) })
 	wg.Go(func() {
 		db.ListenAuth(bgCtx, func(inv sqlstore.Invalidation) {
 			switch {

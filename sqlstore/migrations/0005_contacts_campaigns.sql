@@ -50,4 +50,4 @@ CREATE INDEX campaigns_tenant ON campaigns (tenant_id, environment, id);
 CREATE INDEX campaigns_active ON campaigns (id) WHERE status = 'running' OR (status = 'canceled' AND withdrawn = 0);
 
 -- A campaign's messages by outcome (counts, completion, withdrawal).
-CREATE INDEX messages_campaign ON messages (campaign_id, status, error_code) WHERE campaign_id IS NOT NULL;
+CREATE INDEX messages_campaign ON messages (tenant_id, campaign_id, status, error_code) WHERE campaign_id IS NOT NULL;

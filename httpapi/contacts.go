@@ -1,0 +1,417 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	sb "github.com/switchboard/switchboard"
+	"github.com/switchboard/switchboard/auth"
+	"github.com/switchboard/switchboard/phonenum"
+)
+
+// ContactStore is what the contact routes need from storage.
+type ContactStore interface {
+	CreateContact(ctx context.Context, c *sb.Contact) error
+	Contact(ctx context.Context, tenantID string, env sb.Environment, id string) (*sb.Contact, error)
+	Contacts(ctx context.Context, tenantID string, env sb.Environment, f sb.ContactFilter, p sb.Page) ([]*sb.Contact, error)
+	UpdateContact(ctx context.Context, tenantID string, env sb.Environment, id string, patch sb.ContactPatch, now time.Time) (*sb.Contact, error)
+	DeleteContact(ctx context.Context, tenantID string, env sb.Environment, id string) error
+	ImportContacts(ctx context.Context, tenantID string, env sb.Environment, rows []*sb.ImportRow) error
+}
+
+type contactJSON struct {
+	ID        string            `json:"id"`
+	Phone     string            `json:"phone"`
+	Name      *string           `json:"name"`
+	Fields    map[string]string `json:"fields"`
+	OptedOut  bool              `json:"opted_out"`
+	CreatedAt time.Time         `json:"created_at"`
+	UpdatedAt time.Time         `json:"updated_at"`
+}
+
+func toContactJSON(c *sb.Contact) contactJSON {
+	fields := c.Fields
+	if fields == nil {
+		fields = map[string]string{}
+	}
+	return contactJSON{ID: c.ID, Phone: c.Phone, Name: strOrNil(c.Name), Fields: fields, OptedOut: c.OptedOut,
+		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
+}
+
+// fieldName is the rule for a contact field's key: a template variable name.
+var fieldName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,63}$`)
+
+// checkFieldName returns a VALIDATION_ERROR on field unless key can name a
+// contact field.
+func checkFieldName(field, key string) error {
+	if !fieldName.MatchString(key) {
+		return sb.Invalid(field, "%q is not a valid field name: 1 to 64 letters, digits, _, - and ., starting with a letter or _.", key)
+	}
+	return nil
+}
+
+func fieldTooLong(field string) string {
+	return fmt.Sprintf("%s must be at most %d characters.", field, sb.MaxContactFieldValue)
+}
+
+func checkName(name string) error {
+	if name == "" || utf8.RuneCountInString(name) > sb.MaxContactName {
+		return sb.Invalid("name", "name must be 1 to %d characters, or null.", sb.MaxContactName)
+	}
+	return nil
+}
+
+// contactFields decodes and checks the fields object: at most
+// sb.MaxContactFields keys that are variable names, with string values of at
+// most sb.MaxContactFieldValue characters. JSON null is no fields.
+func contactFields(raw json.RawMessage) (map[string]string, error) {
+	out := map[string]string{}
+	if raw == nil || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return out, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, sb.Invalid("fields", "fields must be an object of strings.")
+	}
+	if len(obj) > sb.MaxContactFields {
+		return nil, sb.Invalid("fields", "fields may have at most %d keys.", sb.MaxContactFields)
+	}
+	for k, v := range obj {
+		if err := checkFieldName("fields", k); err != nil {
+			return nil, err
+		}
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return nil, sb.Invalid("fields."+k, "fields.%s must be a string.", k)
+		}
+		if utf8.RuneCountInString(s) > sb.MaxContactFieldValue {
+			return nil, sb.Invalid("fields."+k, "%s", fieldTooLong("fields."+k))
+		}
+		out[k] = s
+	}
+	return out, nil
+}
+
+type createContactRequest struct {
+	Phone  *string         `json:"phone"`
+	Name   *string         `json:"name"`
+	Fields json.RawMessage `json:"fields"`
+}
+
+func (s *Server) createContact(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	var req createContactRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	if req.Phone == nil || *req.Phone == "" {
+		return sb.Invalid("phone", "phone is required.")
+	}
+	c := &sb.Contact{ID: sb.NewID(), TenantID: p.Tenant.ID, Env: p.Env, Phone: *req.Phone}
+	if req.Name != nil {
+		if err := checkName(*req.Name); err != nil {
+			return err
+		}
+		c.Name = *req.Name
+	}
+	fields, err := contactFields(req.Fields)
+	if err != nil {
+		return err
+	}
+	c.Fields = fields
+	if !phonenum.Valid(c.Phone) {
+		return sb.Errorf(sb.CodeInvalidPhoneNumber, "phone must be an E.164 number: + and 10 to 15 digits.")
+	}
+	c.CreatedAt = s.now().UTC().Truncate(time.Microsecond)
+	c.UpdatedAt = c.CreatedAt
+	if err := s.cfg.Store.CreateContact(r.Context(), c); err != nil {
+		return err
+	}
+	writeData(w, http.StatusCreated, toContactJSON(c))
+	return nil
+}
+
+func (s *Server) listContacts(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	pg, err := page(r)
+	if err != nil {
+		return err
+	}
+	f := sb.ContactFilter{Phone: r.URL.Query().Get("phone")}
+	if f.Phone != "" && !phonenum.Valid(f.Phone) {
+		return sb.Errorf(sb.CodeInvalidPhoneNumber, "phone must be an E.164 number: + and 10 to 15 digits.")
+	}
+	cs, err := s.cfg.Store.Contacts(r.Context(), p.Tenant.ID, p.Env, f, pg)
+	if err != nil {
+		return err
+	}
+	cs = setNextLink(w, r, pg, cs, func(c *sb.Contact) string { return c.ID })
+	out := make([]contactJSON, len(cs))
+	for i, c := range cs {
+		out[i] = toContactJSON(c)
+	}
+	writeData(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getContact(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	c, err := s.cfg.Store.Contact(r.Context(), p.Tenant.ID, p.Env, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, toContactJSON(c))
+	return nil
+}
+
+type updateContactRequest struct {
+	Phone  *string         `json:"phone"`
+	Name   json.RawMessage `json:"name"`
+	Fields json.RawMessage `json:"fields"`
+}
+
+// updateContact changes the fields given: phone (checked for duplicates),
+// name (null clears it) and fields (replaced as a whole; null clears them).
+func (s *Server) updateContact(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	var req updateContactRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	var patch sb.ContactPatch
+	if req.Phone != nil {
+		if *req.Phone == "" {
+			return sb.Invalid("phone", "phone cannot be empty.")
+		}
+		patch.Phone = req.Phone
+	}
+	if req.Name != nil {
+		var name *string
+		if err := json.Unmarshal(req.Name, &name); err != nil {
+			return sb.Invalid("name", "name must be a string or null.")
+		}
+		if name == nil {
+			name = new(string)
+		} else if err := checkName(*name); err != nil {
+			return err
+		}
+		patch.Name = name
+	}
+	if req.Fields != nil {
+		fields, err := contactFields(req.Fields)
+		if err != nil {
+			return err
+		}
+		patch.Fields = &fields
+	}
+	if patch.Phone != nil && !phonenum.Valid(*patch.Phone) {
+		return sb.Errorf(sb.CodeInvalidPhoneNumber, "phone must be an E.164 number: + and 10 to 15 digits.")
+	}
+	ctx, id := r.Context(), r.PathValue("id")
+	var c *sb.Contact
+	var err error
+	if patch == (sb.ContactPatch{}) {
+		c, err = s.cfg.Store.Contact(ctx, p.Tenant.ID, p.Env, id)
+	} else {
+		c, err = s.cfg.Store.UpdateContact(ctx, p.Tenant.ID, p.Env, id, patch, s.now().UTC().Truncate(time.Microsecond))
+	}
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, toContactJSON(c))
+	return nil
+}
+
+func (s *Server) deleteContact(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	id := r.PathValue("id")
+	if err := s.cfg.Store.DeleteContact(r.Context(), p.Tenant.ID, p.Env, id); err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
+	return nil
+}
+
+// Limits of a contact import.
+const (
+	MaxImportBytes = 10 << 20
+	MaxImportRows  = 100_000
+)
+
+type importRowJSON struct {
+	Row        int    `json:"row"`
+	Status     string `json:"status"`
+	ID         string `json:"id,omitempty"`
+	ExistingID string `json:"existing_id,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+type importJSON struct {
+	Created    int             `json:"created"`
+	Duplicates int             `json:"duplicates"`
+	Invalid    int             `json:"invalid"`
+	Rows       []importRowJSON `json:"rows"`
+}
+
+// importContacts creates contacts from a CSV file (text/csv): a header row
+// naming a phone column, optionally name, and any other columns, which
+// become fields. Every data row is reported: created, duplicate (of a
+// contact that existed, or of an earlier row) or invalid. Valid rows are
+// stored even when others are not.
+func (s *Server) importContacts(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt != "text/csv" {
+		return sb.Invalid("Content-Type", "Send the file as text/csv.")
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, MaxImportBytes)
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return sb.Errorf(sb.CodePayloadTooLarge, "The file is larger than %d bytes.", MaxImportBytes)
+		}
+		return sb.Invalid("body", "The request body could not be read.")
+	}
+	now := s.now().UTC().Truncate(time.Microsecond)
+	rows, err := parseContactsCSV(raw, func(c *sb.Contact) {
+		c.ID, c.TenantID, c.Env, c.CreatedAt, c.UpdatedAt = sb.NewID(), p.Tenant.ID, p.Env, now, now
+	})
+	if err != nil {
+		return err
+	}
+	if err := s.cfg.Store.ImportContacts(r.Context(), p.Tenant.ID, p.Env, rows); err != nil {
+		return err
+	}
+	out := importJSON{Rows: make([]importRowJSON, len(rows))}
+	for i, row := range rows {
+		j := importRowJSON{Row: row.Row, Status: row.Status, Error: row.Error}
+		switch row.Status {
+		case sb.ImportCreated:
+			out.Created++
+			j.ID = row.ID
+		case sb.ImportDuplicate:
+			out.Duplicates++
+			j.ExistingID = row.ID
+		default:
+			out.Invalid++
+		}
+		out.Rows[i] = j
+	}
+	writeData(w, http.StatusOK, out)
+	return nil
+}
+
+// parseContactsCSV reads an import file into rows; init completes each
+// valid row's contact. A file whose header is unusable, that is not CSV or
+// that has too many rows is a VALIDATION_ERROR; a row that is wrong is an
+// invalid row.
+func parseContactsCSV(raw []byte, init func(*sb.Contact)) ([]*sb.ImportRow, error) {
+	raw = bytes.TrimPrefix(raw, []byte("\uFEFF")) // a spreadsheet's byte order mark
+	cr := csv.NewReader(bytes.NewReader(raw))
+	cr.FieldsPerRecord = -1
+	header, err := cr.Read()
+	if err == io.EOF {
+		return nil, sb.Invalid("body", "The file is empty: a header row with a phone column is required.")
+	}
+	if err != nil {
+		return nil, csvError(err)
+	}
+	phoneCol, nameCol := -1, -1
+	seen := map[string]bool{}
+	for i, h := range header {
+		h = strings.TrimSpace(h)
+		header[i] = h
+		key := strings.ToLower(h)
+		if seen[key] {
+			return nil, sb.Invalid("header", "The column %q appears twice.", h)
+		}
+		seen[key] = true
+		switch key {
+		case "phone":
+			phoneCol = i
+		case "name":
+			nameCol = i
+		default:
+			if err := checkFieldName("header", h); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if phoneCol < 0 {
+		return nil, sb.Invalid("header", "The header row must have a phone column.")
+	}
+	fieldCols := len(header) - 1
+	if nameCol >= 0 {
+		fieldCols--
+	}
+	if n := fieldCols; n > sb.MaxContactFields {
+		return nil, sb.Invalid("header", "A contact has at most %d fields; the file has %d field columns.", sb.MaxContactFields, n)
+	}
+	var rows []*sb.ImportRow
+	for {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, csvError(err)
+		}
+		if len(rows) == MaxImportRows {
+			return nil, sb.Invalid("body", "A file may have at most %d rows.", MaxImportRows)
+		}
+		line, _ := cr.FieldPos(0)
+		row := &sb.ImportRow{Row: line}
+		rows = append(rows, row)
+		if len(rec) != len(header) {
+			row.Status, row.Error = sb.ImportInvalid, fmt.Sprintf("The row has %d columns; the header has %d.", len(rec), len(header))
+			continue
+		}
+		c, msg := contactFromRecord(header, rec, phoneCol, nameCol)
+		if msg != "" {
+			row.Status, row.Error = sb.ImportInvalid, msg
+			continue
+		}
+		init(c)
+		row.Contact = c
+	}
+	return rows, nil
+}
+
+// contactFromRecord returns the contact of one CSV record, or why it is
+// invalid. Empty cells give no field.
+func contactFromRecord(header, rec []string, phoneCol, nameCol int) (*sb.Contact, string) {
+	c := &sb.Contact{Phone: strings.TrimSpace(rec[phoneCol]), Fields: map[string]string{}}
+	if !phonenum.Valid(c.Phone) {
+		return nil, "phone must be an E.164 number: + and 10 to 15 digits."
+	}
+	for i, v := range rec {
+		switch {
+		case i == phoneCol:
+		case i == nameCol:
+			c.Name = strings.TrimSpace(v)
+			if utf8.RuneCountInString(c.Name) > sb.MaxContactName {
+				return nil, fmt.Sprintf("name must be at most %d characters.", sb.MaxContactName)
+			}
+		case v != "":
+			if utf8.RuneCountInString(v) > sb.MaxContactFieldValue {
+				return nil, fieldTooLong(header[i])
+			}
+			c.Fields[header[i]] = v
+		}
+	}
+	return c, ""
+}
+
+func csvError(err error) error {
+	var pe *csv.ParseError
+	if errors.As(err, &pe) {
+		return sb.Invalid("body", "The file is not valid CSV (line %d): %v.", pe.Line, pe.Err)
+	}
+	return sb.Invalid("body", "The file is not valid CSV.")
+}

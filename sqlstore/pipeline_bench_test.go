@@ -1,0 +1,129 @@
+package sqlstore
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	sb "github.com/switchboard/switchboard"
+	"github.com/switchboard/switchboard/delivery"
+	"github.com/switchboard/switchboard/simulator"
+)
+
+// BenchmarkSendPipeline measures the store's side of a send end to end: 64
+// concurrent callers accept messages durably while the delivery worker
+// claims them, hands them to the simulator and records the hand-offs and
+// the outcomes, all through the group-commit writer, as in `switchboard
+// serve`. One op is one message accepted and delivered; cpu-us/op is the
+// process CPU per message (the writer, the worker, the simulator and the
+// callers). With SWITCHBOARD_TEST_POSTGRES set, the postgres sub-benchmark
+// runs too.
+func BenchmarkSendPipeline(b *testing.B) {
+	b.Run("sqlite", func(b *testing.B) {
+		benchPipeline(b, "sqlite:"+filepath.Join(b.TempDir(), "bench.db"))
+	})
+	b.Run("postgres", func(b *testing.B) {
+		base := os.Getenv("SWITCHBOARD_TEST_POSTGRES")
+		if base == "" {
+			b.Skip("SWITCHBOARD_TEST_POSTGRES is not set")
+		}
+		var r [6]byte
+		rand.Read(r[:])
+		schema := "sbbench_" + hex.EncodeToString(r[:])
+		admin, err := sql.Open("pgx", base)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer admin.Close()
+		if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
+			b.Fatal(err)
+		}
+		defer admin.Exec("DROP SCHEMA " + schema + " CASCADE")
+		sep := "?"
+		if strings.Contains(base, "?") {
+			sep = "&"
+		}
+		benchPipeline(b, base+sep+"search_path="+schema)
+	})
+}
+
+func benchPipeline(b *testing.B, url string) {
+	ctx := context.Background()
+	db, err := Open(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	now := time.Now().UTC()
+	tn := &sb.Tenant{ID: sb.NewID(), Name: "b", Plan: "scale", Status: sb.TenantActive, TrialEndsAt: now, CreatedAt: now}
+	if err := db.CreateTenant(ctx, tn); err != nil {
+		b.Fatal(err)
+	}
+	if err := db.AddPhone(ctx, &sb.Phone{ID: sb.NewID(), TenantID: tn.ID, Number: "+1555" + sb.NewID()[20:26], Channels: []string{"sms", "chat"},
+		Status: sb.PhoneOnline, CreatedAt: now}); err != nil {
+		b.Fatal(err)
+	}
+	sim := simulator.New(0)
+	defer sim.Close()
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		delivery.New(db, sim, delivery.Options{}).Run(wctx)
+		close(done)
+	}()
+	defer func() { stop(); <-done }()
+
+	n0, reqs0 := batchStats.n.Load(), batchStats.reqs.Load()
+	cpu0 := benchCPU()
+	var seq atomic.Int64
+	b.SetParallelism(32) // 64 goroutines on 2 cores
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			to := "+15005550000"
+			if seq.Add(1)%2 == 0 {
+				to = "+15005550004"
+			}
+			m := &sb.Message{ID: sb.NewID(), TenantID: tn.ID, Env: sb.Live, Direction: sb.Outbound, To: to,
+				Body: "Your order has shipped", Channel: "sms", Status: sb.StatusQueued, CreatedAt: time.Now().UTC()}
+			if err := db.AcceptSend(ctx, &sb.Send{Message: m}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		n, err := db.QueueDepth(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d messages still queued or sent after 60s", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	b.StopTimer()
+	cpu := benchCPU() - cpu0
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/op")
+	if n := batchStats.n.Load() - n0; n > 0 {
+		b.ReportMetric(float64(batchStats.reqs.Load()-reqs0)/float64(n), "reqs/batch")
+		b.ReportMetric(float64(b.N)/float64(n), "msgs/commit")
+	}
+}
+
+func benchCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
