@@ -56,7 +56,13 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var e *sb.Error
 	if !errors.As(err, &e) {
 		id := w.Header().Get("X-Request-Id")
-		slog.Error("internal error", "request_id", id, "method", r.Method, "path", r.URL.Path, "err", err)
+		if r.Context().Err() != nil {
+			// The client went away: nobody reads this answer, and it is no
+			// server failure.
+			slog.Debug("request canceled by the client", "request_id", id, "method", r.Method, "path", r.URL.Path)
+		} else {
+			slog.Error("internal error", "request_id", id, "method", r.Method, "path", r.URL.Path, "err", err)
+		}
 		e = sb.Errorf(sb.CodeInternal, "An unexpected error occurred. Quote request id %s when contacting support.", id)
 	}
 	status, ok := statusOf[e.Code]
