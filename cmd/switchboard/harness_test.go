@@ -8,15 +8,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -28,60 +23,21 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/switchboard/switchboard/httpapi"
+	"github.com/switchboard/switchboard/internal/dbtest"
 )
 
-// postgresEnv names the variable holding a PostgreSQL URL for tests, e.g.
-// postgres://127.0.0.1:5432/test?sslmode=disable. .ci/run sets it.
-const postgresEnv = "SWITCHBOARD_TEST_POSTGRES"
+// postgresEnv names the variable holding a PostgreSQL URL for tests.
+const postgresEnv = dbtest.PostgresEnv
 
 // forEachDB runs fn once on a fresh SQLite database and once on a fresh
 // PostgreSQL schema. The PostgreSQL run is skipped, saying why, when
 // SWITCHBOARD_TEST_POSTGRES is unset.
-func forEachDB(t *testing.T, fn func(t *testing.T, dbURL string)) {
-	t.Helper()
-	t.Run("sqlite", func(t *testing.T) {
-		t.Parallel()
-		fn(t, sqliteURL(t))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		fn(t, postgresURL(t))
-	})
-}
+var forEachDB = dbtest.ForEach
 
-func sqliteURL(t testing.TB) string {
-	return "sqlite:" + filepath.Join(t.TempDir(), "switchboard.db")
-}
-
-// postgresURL creates a schema of its own for the test, drops it when the
-// test ends, and returns a URL whose search_path points at it.
-func postgresURL(t testing.TB) string {
-	t.Helper()
-	base := os.Getenv(postgresEnv)
-	if base == "" {
-		t.Skipf("%s is not set: skipping the PostgreSQL run (set it to e.g. postgres://127.0.0.1:5432/test?sslmode=disable)", postgresEnv)
-	}
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "sbtest_" + hex.EncodeToString(b[:])
-	admin, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
-		admin.Close()
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		admin.Exec("DROP SCHEMA " + schema + " CASCADE")
-		admin.Close()
-	})
-	sep := "?"
-	if strings.Contains(base, "?") {
-		sep = "&"
-	}
-	return base + sep + "search_path=" + schema
-}
+var (
+	sqliteURL   = dbtest.SQLite
+	postgresURL = dbtest.Postgres
+)
 
 // server is a running `switchboard serve`.
 type server struct {

@@ -1,0 +1,71 @@
+// Package dbtest gives tests a database of their own: a fresh SQLite file,
+// or a fresh schema on the PostgreSQL server named by
+// SWITCHBOARD_TEST_POSTGRES, dropped when the test ends. Tests that need
+// PostgreSQL skip, saying why, when the variable is unset.
+package dbtest
+
+import (
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx"
+)
+
+// PostgresEnv names the variable holding a PostgreSQL URL for tests, e.g.
+// postgres://127.0.0.1:5432/test?sslmode=disable. .ci/run sets it.
+const PostgresEnv = "SWITCHBOARD_TEST_POSTGRES"
+
+// SQLite returns the URL of a new SQLite file in the test's temporary
+// directory.
+func SQLite(t testing.TB) string {
+	return "sqlite:" + filepath.Join(t.TempDir(), "switchboard.db")
+}
+
+// Postgres creates a schema of its own for the test, drops it when the test
+// ends, and returns a URL whose search_path points at it.
+func Postgres(t testing.TB) string {
+	t.Helper()
+	base := os.Getenv(PostgresEnv)
+	if base == "" {
+		t.Skipf("%s is not set: skipping the PostgreSQL run (set it to e.g. postgres://127.0.0.1:5432/test?sslmode=disable)", PostgresEnv)
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	schema := "sbtest_" + hex.EncodeToString(b[:])
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
+		admin.Close()
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		admin.Exec("DROP SCHEMA " + schema + " CASCADE")
+		admin.Close()
+	})
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	return base + sep + "search_path=" + schema
+}
+
+// ForEach runs fn once on a fresh SQLite database and once on a fresh
+// PostgreSQL schema, in parallel subtests named "sqlite" and "postgres".
+func ForEach(t *testing.T, fn func(t *testing.T, url string)) {
+	t.Helper()
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		fn(t, SQLite(t))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		fn(t, Postgres(t))
+	})
+}
