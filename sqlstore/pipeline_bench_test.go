@@ -2,12 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -28,30 +22,10 @@ import (
 // runs too.
 func BenchmarkSendPipeline(b *testing.B) {
 	b.Run("sqlite", func(b *testing.B) {
-		benchPipeline(b, "sqlite:"+filepath.Join(b.TempDir(), "bench.db"))
+		benchPipeline(b, testSQLiteURL(b))
 	})
 	b.Run("postgres", func(b *testing.B) {
-		base := os.Getenv("SWITCHBOARD_TEST_POSTGRES")
-		if base == "" {
-			b.Skip("SWITCHBOARD_TEST_POSTGRES is not set")
-		}
-		var r [6]byte
-		rand.Read(r[:])
-		schema := "sbbench_" + hex.EncodeToString(r[:])
-		admin, err := sql.Open("pgx", base)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer admin.Close()
-		if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
-			b.Fatal(err)
-		}
-		defer admin.Exec("DROP SCHEMA " + schema + " CASCADE")
-		sep := "?"
-		if strings.Contains(base, "?") {
-			sep = "&"
-		}
-		benchPipeline(b, base+sep+"search_path="+schema)
+		benchPipeline(b, testPostgresURL(b))
 	})
 }
 

@@ -2,12 +2,7 @@ package sqlstore
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,41 +15,8 @@ import (
 // SWITCHBOARD_TEST_POSTGRES set, on a PostgreSQL schema of its own.
 
 func eachStore(t *testing.T, fn func(t *testing.T, db *DB)) {
-	t.Run("sqlite", func(t *testing.T) {
-		db, err := Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "w.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		fn(t, db)
-	})
-	t.Run("postgres", func(t *testing.T) {
-		base := os.Getenv("SWITCHBOARD_TEST_POSTGRES")
-		if base == "" {
-			t.Skip("SWITCHBOARD_TEST_POSTGRES is not set")
-		}
-		var r [6]byte
-		rand.Read(r[:])
-		schema := "sbwrite_" + hex.EncodeToString(r[:])
-		admin, err := sql.Open("pgx", base)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer admin.Close()
-		if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
-			t.Fatal(err)
-		}
-		defer admin.Exec("DROP SCHEMA " + schema + " CASCADE")
-		sep := "?"
-		if strings.Contains(base, "?") {
-			sep = "&"
-		}
-		db, err := Open(context.Background(), base+sep+"search_path="+schema)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		fn(t, db)
+	forEachDialect(t, func(t *testing.T, url string) {
+		fn(t, openTestDB(t, url))
 	})
 }
 
