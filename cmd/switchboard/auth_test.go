@@ -17,20 +17,12 @@ import (
 // limit: polling for an operator change must not run into it.
 func TestAuth(t *testing.T) {
 	t.Parallel()
-	forEachDB(t, func(t *testing.T, db string) {
-		s := startServer(t, db, "--plans", tempPlansFile(t, `{"trial": {"rate_limit": 100000}, "starter": {"rate_limit": 100000}}`))
-		for _, c := range []struct {
-			name string
-			fn   func(t *testing.T, s *server, db string)
-		}{
-			{"InvalidKeys", testAuthInvalidKeys},
-			{"KeyDeactivated", testAuthKeyDeactivated},
-			{"TenantSuspended", testAuthTenantSuspended},
-			{"TrialExpired", testAuthTrialExpired},
-			{"TenantIsolation", testAuthTenantIsolation},
-		} {
-			t.Run(c.name, func(t *testing.T) { c.fn(t, s, db) })
-		}
+	runShared(t, []string{"--plans", tempPlansFile(t, `{"trial": {"rate_limit": 100000}, "starter": {"rate_limit": 100000}}`)}, []sharedCase{
+		{"InvalidKeys", testAuthInvalidKeys},
+		{"KeyDeactivated", testAuthKeyDeactivated},
+		{"TenantSuspended", testAuthTenantSuspended},
+		{"TrialExpired", testAuthTrialExpired},
+		{"TenantIsolation", testAuthTenantIsolation},
 	})
 }
 

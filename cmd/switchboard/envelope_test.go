@@ -19,20 +19,12 @@ import (
 // TestEnvelope runs the envelope rules on one server per database.
 func TestEnvelope(t *testing.T) {
 	t.Parallel()
-	forEachDB(t, func(t *testing.T, db string) {
-		s := startServer(t, db)
-		for _, c := range []struct {
-			name string
-			fn   func(t *testing.T, s *server, db string)
-		}{
-			{"UnknownPath", testEnvelopeUnknownPath},
-			{"MethodNotAllowed", testEnvelopeMethodNotAllowed},
-			{"BadBodies", testEnvelopeBadBodies},
-			{"BodySize", testEnvelopeBodySize},
-			{"PublicEndpoints", testEnvelopePublicEndpoints},
-		} {
-			t.Run(c.name, func(t *testing.T) { c.fn(t, s, db) })
-		}
+	runShared(t, nil, []sharedCase{
+		{"UnknownPath", testEnvelopeUnknownPath},
+		{"MethodNotAllowed", testEnvelopeMethodNotAllowed},
+		{"BadBodies", testEnvelopeBadBodies},
+		{"BodySize", testEnvelopeBodySize},
+		{"PublicEndpoints", testEnvelopePublicEndpoints},
 	})
 }
 

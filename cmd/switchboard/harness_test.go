@@ -39,6 +39,25 @@ var (
 	postgresURL = dbtest.Postgres
 )
 
+// sharedCase is a subtest that shares its server with the others of its
+// test; it makes its own tenants.
+type sharedCase struct {
+	name string
+	fn   func(t *testing.T, s *server, db string)
+}
+
+// runShared starts one server per database with args and runs every case
+// on it, as subtests: starting a server costs about a second.
+func runShared(t *testing.T, args []string, cases []sharedCase) {
+	t.Helper()
+	forEachDB(t, func(t *testing.T, db string) {
+		s := startServer(t, db, args...)
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) { c.fn(t, s, db) })
+		}
+	})
+}
+
 // server is a running `switchboard serve`.
 type server struct {
 	t      testing.TB

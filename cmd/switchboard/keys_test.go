@@ -101,22 +101,14 @@ const operatorChange = 3 * time.Second
 // one server per database; every subtest makes its own tenants.
 func TestKeys(t *testing.T) {
 	t.Parallel()
-	forEachDB(t, func(t *testing.T, db string) {
-		s := startServer(t, db)
-		for _, c := range []struct {
-			name string
-			fn   func(t *testing.T, s *server, db string)
-		}{
-			{"Create", testKeyCreate},
-			{"Environment", testKeyEnvironment},
-			{"RateLimitValidation", testKeyRateLimitValidation},
-			{"ScalePlanUnlimited", testKeyScalePlanUnlimited},
-			{"ListOrderAndStatus", testKeyListOrderAndStatus},
-			{"Revoke", testKeyRevoke},
-			{"Cap", testKeyCap},
-		} {
-			t.Run(c.name, func(t *testing.T) { c.fn(t, s, db) })
-		}
+	runShared(t, nil, []sharedCase{
+		{"Create", testKeyCreate},
+		{"Environment", testKeyEnvironment},
+		{"RateLimitValidation", testKeyRateLimitValidation},
+		{"ScalePlanUnlimited", testKeyScalePlanUnlimited},
+		{"ListOrderAndStatus", testKeyListOrderAndStatus},
+		{"Revoke", testKeyRevoke},
+		{"Cap", testKeyCap},
 	})
 }
 

@@ -489,36 +489,12 @@ func TestMessageIdempotencyConcurrent(t *testing.T) {
 		s := startServer(t, db)
 		tn := msgTenant(t, db)
 		to := msgAwake(t)
-		raw, _ := json.Marshal(map[string]any{"to": to, "body": "exactly once"})
-
 		const n = 10
-		type result struct {
-			req *http.Request
-			res *response
-			err error
+		bodies := make([]map[string]any, n)
+		for i := range bodies {
+			bodies[i] = map[string]any{"to": to, "body": "exactly once"}
 		}
-		results := make([]result, n)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Go(func() {
-				req, _ := http.NewRequest("POST", s.URL+"/v1/messages", bytes.NewReader(raw))
-				req.Header.Set("Authorization", "Bearer "+tn.Live)
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Idempotency-Key", "concurrent-key")
-				<-start
-				res, err := httpClient.Do(req)
-				if err != nil {
-					results[i] = result{req: req, err: err}
-					return
-				}
-				defer res.Body.Close()
-				b, err := io.ReadAll(res.Body)
-				results[i] = result{req: req, res: &response{Status: res.StatusCode, Header: res.Header, Raw: b}, err: err}
-			})
-		}
-		close(start)
-		wg.Wait()
+		results := msgSendAll(t, s, tn.Live, bodies, "Idempotency-Key", "concurrent-key")
 
 		defer func() {
 			if t.Failed() {
@@ -528,19 +504,15 @@ func TestMessageIdempotencyConcurrent(t *testing.T) {
 		var first []byte
 		replays := 0
 		for i, r := range results {
-			if r.err != nil {
-				t.Fatalf("request %d: %v", i, r.err)
-			}
-			checkEnvelope(t, r.req, r.res)
-			if r.res.Status != 202 {
-				t.Fatalf("request %d: %d %s", i, r.res.Status, r.res.Raw)
+			if r.Status != 202 {
+				t.Fatalf("request %d: %d %s", i, r.Status, r.Raw)
 			}
 			if first == nil {
-				first = r.res.Raw
-			} else if !bytes.Equal(first, r.res.Raw) {
-				t.Fatalf("answers differ:\n%s\n%s", first, r.res.Raw)
+				first = r.Raw
+			} else if !bytes.Equal(first, r.Raw) {
+				t.Fatalf("answers differ:\n%s\n%s", first, r.Raw)
 			}
-			if r.res.Header.Get("Idempotent-Replayed") == "true" {
+			if r.Header.Get("Idempotent-Replayed") == "true" {
 				replays++
 			}
 		}
