@@ -82,6 +82,10 @@ type Outcome struct {
 	Delivered     bool
 	FailureReason string
 	At            time.Time
+	// SentAt is when the message was handed to the provider, when the
+	// hand-off has not been recorded yet (zero otherwise): the outcome
+	// then records both.
+	SentAt time.Time
 }
 
 // Handoff is the result of handing one message to the provider.

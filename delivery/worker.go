@@ -22,6 +22,10 @@ type Store interface {
 	RecordOutcomes(ctx context.Context, outs []sb.Outcome) error
 	NextDue(ctx context.Context) (time.Time, bool, error)
 	MessagesDue() <-chan struct{}
+	// Accepted returns up to max messages this process accepted and
+	// stored already claimed for lease, waiting for one until ctx ends;
+	// calling it is what makes the store hand sends over this way.
+	Accepted(ctx context.Context, lease time.Duration, max int) ([]*sb.Message, error)
 }
 
 // Options tune a Worker; zero values take the defaults.
@@ -38,6 +42,10 @@ type Options struct {
 	Batch int
 	// MaxAttempts is how many failed hand-offs fail a message.
 	MaxAttempts int
+	// SentAfter is how long a successful hand-off waits for its outcome
+	// before it is recorded on its own (status sent); an outcome that
+	// comes sooner records both in one write.
+	SentAfter time.Duration
 }
 
 func (o *Options) defaults() {
@@ -56,27 +64,57 @@ func (o *Options) defaults() {
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = 5
 	}
+	if o.SentAfter == 0 {
+		o.SentAfter = 250 * time.Millisecond
+	}
 }
 
 // Worker runs the delivery pipeline of one node.
+//
+// A successful hand-off is not written at once. Recording it (status sent)
+// protects nothing: after a crash every message that is not final is handed
+// over again, sent or not, so it only tells the tenant what is happening. The
+// worker therefore keeps it in memory for SentAfter: when the provider
+// reports the outcome sooner, as the simulator does, one write records both
+// (sent_at and delivered_at or failed_at); otherwise the hand-off is
+// recorded on its own. Failed hand-offs are recorded at once.
 type Worker struct {
 	store    Store
 	provider sb.Provider
 	opt      Options
+
+	mu     sync.Mutex
+	unsent map[string]sb.Handoff // successful hand-offs not recorded yet
 }
 
 // New returns a Worker.
 func New(store Store, provider sb.Provider, opt Options) *Worker {
 	opt.defaults()
-	return &Worker{store: store, provider: provider, opt: opt}
+	return &Worker{store: store, provider: provider, opt: opt, unsent: map[string]sb.Handoff{}}
 }
 
-// Run delivers until ctx ends.
+// Run delivers until ctx ends. Messages reach it two ways: sends this
+// process accepted come straight from the store, already claimed (the
+// hand-over); everything else (other nodes' sends, scheduled and campaign
+// messages, leases that ran out) is claimed from the queue when due.
 func (w *Worker) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { w.collect(ctx) })
+	wg.Go(func() { w.takeOver(ctx) })
+	wg.Go(func() { w.recordSent(ctx) })
 	w.dispatch(ctx)
 	wg.Wait()
+}
+
+// takeOver hands over the sends that the store gives it in memory.
+func (w *Worker) takeOver(ctx context.Context) {
+	for {
+		msgs, err := w.store.Accepted(ctx, w.opt.Lease, w.opt.Batch)
+		if err != nil {
+			return // ctx ended
+		}
+		w.handOff(ctx, msgs)
+	}
 }
 
 func (w *Worker) dispatch(ctx context.Context) {
@@ -121,17 +159,35 @@ func (w *Worker) dispatch(ctx context.Context) {
 }
 
 func (w *Worker) handOff(ctx context.Context, msgs []*sb.Message) {
-	hs := make([]sb.Handoff, len(msgs))
-	for i, m := range msgs {
+	var failed []sb.Handoff
+	for _, m := range msgs {
 		now := time.Now()
+		h := sb.Handoff{MessageID: m.ID, At: now, OutcomeBy: now.Add(w.opt.OutcomeTimeout)}
+		// Noted before the call: a provider may report the outcome at once.
+		w.mu.Lock()
+		w.unsent[m.ID] = h
+		w.mu.Unlock()
 		err := w.provider.Send(ctx, m)
-		h := sb.Handoff{MessageID: m.ID, Err: err, At: now, OutcomeBy: now.Add(w.opt.OutcomeTimeout)}
+		if err == nil {
+			continue
+		}
+		w.mu.Lock()
+		delete(w.unsent, m.ID)
+		w.mu.Unlock()
+		h.Err = err
 		var e *sb.Error
-		if err != nil && (!errors.As(err, &e) || e.Code == sb.CodeInternal) && m.Attempts < w.opt.MaxAttempts {
+		if (!errors.As(err, &e) || e.Code == sb.CodeInternal) && m.Attempts < w.opt.MaxAttempts {
 			h.Retry = now.Add(time.Duration(1<<min(m.Attempts, 8)) * time.Second)
 		}
-		hs[i] = h
+		failed = append(failed, h)
 	}
+	if len(failed) > 0 {
+		w.record(ctx, failed)
+	}
+}
+
+// record writes hand-offs, retrying until it succeeds or ctx ends.
+func (w *Worker) record(ctx context.Context, hs []sb.Handoff) {
 	for ctx.Err() == nil {
 		err := w.store.RecordHandoffs(context.WithoutCancel(ctx), hs)
 		if err == nil {
@@ -139,6 +195,43 @@ func (w *Worker) handOff(ctx context.Context, msgs []*sb.Message) {
 		}
 		slog.Error("recording hand-offs; retrying", "err", err)
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// recordSent records the successful hand-offs whose outcome has not come
+// within SentAfter, and, when ctx ends, all that are left.
+func (w *Worker) recordSent(ctx context.Context) {
+	t := time.NewTicker(w.opt.SentAfter / 2)
+	defer t.Stop()
+	for {
+		var cutoff time.Time
+		select {
+		case <-ctx.Done():
+			cutoff = time.Now().Add(time.Hour) // every one
+		case now := <-t.C:
+			cutoff = now.Add(-w.opt.SentAfter)
+		}
+		var due []sb.Handoff
+		w.mu.Lock()
+		for id, h := range w.unsent {
+			if h.At.Before(cutoff) {
+				due = append(due, h)
+				delete(w.unsent, id)
+			}
+		}
+		w.mu.Unlock()
+		if len(due) > 0 {
+			if ctx.Err() != nil {
+				// Best effort on the way out: unrecorded, they are only
+				// handed over again after the restart, as sent ones are.
+				w.store.RecordHandoffs(context.WithoutCancel(ctx), due)
+			} else {
+				w.record(ctx, due)
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
 	}
 }
 
@@ -161,6 +254,14 @@ func (w *Worker) collect(ctx context.Context) {
 				break fill
 			}
 		}
+		w.mu.Lock()
+		for i, o := range outs {
+			if h, ok := w.unsent[o.MessageID]; ok {
+				outs[i].SentAt = h.At
+				delete(w.unsent, o.MessageID)
+			}
+		}
+		w.mu.Unlock()
 		for {
 			err := w.store.RecordOutcomes(context.WithoutCancel(ctx), outs)
 			if err == nil {

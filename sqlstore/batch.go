@@ -77,16 +77,21 @@ func (db *DB) Write(ctx context.Context, fn func(*Tx) error) error {
 	return err
 }
 
-// Lingering. Under load, callers come back in cohorts: the callers of the
-// batch that just committed send their next request while the following
-// batch runs, so a writer left alone settles into alternating half-size
-// batches, each paying a whole commit (an fsync). After a large batch the
-// writer therefore lingers briefly while requests keep arriving, each within
-// lingerGap of the previous one and lingerMax in all, so that the cohorts
-// merge and one fsync covers twice as many callers. A light load never
-// waits: the linger only follows a batch of at least lingerMin requests.
+// The writer runs each caller's work as soon as it arrives, in a
+// transaction it keeps open while more callers come: a batch is not
+// collected first and run afterwards. It commits when no caller is waiting,
+// or, after a batch of at least lingerMin callers, once no caller has come
+// for lingerGap (or lingerMax has passed since the batch began). Under load
+// callers come back in cohorts (those of the batch that just committed send
+// their next request while the following batch runs), and a writer that
+// committed whenever its queue was empty would settle into many small
+// batches, each paying a whole commit: its pages written to the WAL and an
+// fsync. Lingering merges the cohorts, and since the work of each caller
+// that arrives meanwhile is done at once, the wait costs the writer nothing
+// it could have spent on them. A light load never waits: the linger only
+// follows a batch of at least lingerMin callers.
 const (
-	lingerMin = 16
+	lingerMin = 2
 	lingerGap = 100 * time.Microsecond
 	lingerMax = time.Millisecond
 )
@@ -105,17 +110,22 @@ func (b *batcher) loop() {
 			b.drain()
 			return
 		}
-		var deadline time.Time
-		if prev >= lingerMin {
-			deadline = time.Now().Add(lingerMax)
-		}
+		start := time.Now()
+		tx, err := b.db.begin(context.Background())
+		ok := err == nil && b.exec(tx, batch[0])
+		linger := prev >= lingerMin
+		deadline := start.Add(lingerMax)
 	fill:
-		for len(batch) < maxBatch {
+		for ok && len(batch) < maxBatch {
 			select {
 			case r := <-b.queue:
 				batch = append(batch, r)
+				ok = b.exec(tx, r)
 				continue
 			default:
+			}
+			if !linger {
+				break
 			}
 			wait := time.Until(deadline)
 			if wait <= 0 {
@@ -126,6 +136,7 @@ func (b *batcher) loop() {
 			case r := <-b.queue:
 				timer.Stop()
 				batch = append(batch, r)
+				ok = b.exec(tx, r)
 			case <-timer.C:
 				break fill
 			}
@@ -133,8 +144,34 @@ func (b *batcher) loop() {
 		prev = len(batch)
 		batchStats.n.Add(1)
 		batchStats.reqs.Add(int64(len(batch)))
-		b.run(batch)
+		if ok {
+			err = tx.commit(context.Background())
+		} else if tx != nil {
+			tx.tx.Rollback()
+		}
+		if !ok || err != nil {
+			// A caller's work failed (not a verdict) or the commit did:
+			// run the batch again the careful way.
+			b.run(batch)
+		} else {
+			for _, r := range batch {
+				r.done <- struct{}{}
+			}
+		}
 	}
+}
+
+// exec runs one caller's work in the writer's open transaction and reports
+// whether the transaction can go on: the work succeeded, or failed with a
+// verdict (which by the rule above wrote nothing). A caller whose context
+// has ended is not run.
+func (b *batcher) exec(tx *Tx, r *batchReq) bool {
+	if err := r.ctx.Err(); err != nil {
+		r.err = err
+		return true
+	}
+	r.err = r.fn(tx)
+	return r.err == nil || isVerdict(r.err)
 }
 
 // drain answers every queued request after close.

@@ -67,8 +67,9 @@ type DB struct {
 	stopCheckpoints chan struct{}
 	checkpointsDone chan struct{}
 
-	messagesDue chan struct{} // wakes this node's delivery workers
-	webhooksDue chan struct{} // wakes this node's webhook workers
+	messagesDue chan struct{}            // wakes this node's delivery workers
+	handover    atomic.Pointer[handover] // accepted sends on their way to this node's worker
+	webhooksDue chan struct{}            // wakes this node's webhook workers
 }
 
 // MessagesDue is signalled (without blocking) after this process commits a
@@ -262,39 +263,64 @@ type Tx struct {
 	// bumps holds increments of daily counters without a limit, applied
 	// just before the commit (see bumpLater).
 	bumps map[counterKey]int64
+	// counted holds every increment of a daily counter this transaction
+	// made, applied or not; phones the tenants' phones it has read, with
+	// their counts as read (see usablePhones).
+	counted map[counterKey]int64
+	phones  map[phoneKey][]phoneLoad
 }
 
 // afterCommit runs fn once the transaction has committed.
 func (t *Tx) afterCommit(fn func()) { t.after = append(t.after, fn) }
 
+// The statements of a write transaction run under context.WithoutCancel of
+// the caller's context. A group-commit transaction is shared by a batch of
+// callers, so one caller's request ending must not interrupt it; and given
+// a context that can end, the SQLite driver starts a goroutine for every
+// statement to watch it (database/sql one for every query), which would
+// cost the single writer two goroutine switches per statement.
 func (t *Tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return t.tx.ExecContext(ctx, t.db.q(query), args...)
+	return t.tx.ExecContext(context.WithoutCancel(ctx), t.db.q(query), args...)
 }
 
 func (t *Tx) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(ctx, t.db.q(query), args...)
+	return t.tx.QueryRowContext(context.WithoutCancel(ctx), t.db.q(query), args...)
 }
 
 func (t *Tx) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return t.tx.QueryContext(ctx, t.db.q(query), args...)
+	return t.tx.QueryContext(context.WithoutCancel(ctx), t.db.q(query), args...)
 }
 
 // inTx runs fn in a write transaction, committing when it returns nil.
 func (db *DB) inTx(ctx context.Context, fn func(*Tx) error) error {
-	tx, err := db.write.BeginTx(ctx, nil)
+	t, err := db.begin(ctx)
 	if err != nil {
 		return err
 	}
-	t := &Tx{db: db, tx: tx}
 	if err := fn(t); err != nil {
-		tx.Rollback()
+		t.tx.Rollback()
 		return err
 	}
+	return t.commit(ctx)
+}
+
+// begin starts a write transaction.
+func (db *DB) begin(ctx context.Context) (*Tx, error) {
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Tx{db: db, tx: tx}, nil
+}
+
+// commit applies the deferred counter increments, commits, and then runs
+// the afterCommit functions. It rolls back when it fails before the commit.
+func (t *Tx) commit(ctx context.Context) error {
 	if err := t.flushBumps(ctx); err != nil {
-		tx.Rollback()
+		t.tx.Rollback()
 		return err
 	}
-	if err := tx.Commit(); err != nil {
+	if err := t.tx.Commit(); err != nil {
 		return err
 	}
 	for _, f := range t.after {

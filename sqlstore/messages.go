@@ -160,12 +160,17 @@ func (t *Tx) bumpLater(tenantID string, env sb.Environment, name, day string) {
 	if t.bumps == nil {
 		t.bumps = map[counterKey]int64{}
 	}
-	t.bumps[counterKey{tenantID, env, name, day}]++
+	k := counterKey{tenantID, env, name, day}
+	t.bumps[k]++
+	t.count(k)
 }
 
-// pending returns the increments of a counter that bumpLater holds.
-func (t *Tx) pending(tenantID string, env sb.Environment, name, day string) int64 {
-	return t.bumps[counterKey{tenantID, env, name, day}]
+// count notes an increment this transaction made to a counter.
+func (t *Tx) count(k counterKey) {
+	if t.counted == nil {
+		t.counted = map[counterKey]int64{}
+	}
+	t.counted[k]++
 }
 
 // flushBumps applies the increments of bumpLater, counter by counter in a
@@ -205,7 +210,11 @@ var errLostRace = errors.New("sqlstore: a concurrent transaction reached the dai
 // reached (errLostRace).
 func (t *Tx) bumpUnder(ctx context.Context, tenantID string, env sb.Environment, name, day string, limit int) error {
 	if limit <= 0 {
-		return t.bump(ctx, tenantID, env, name, day)
+		if err := t.bump(ctx, tenantID, env, name, day); err != nil {
+			return err
+		}
+		t.count(counterKey{tenantID, env, name, day})
+		return nil
 	}
 	res, err := t.exec(ctx, `INSERT INTO daily_counters (tenant_id, environment, counter, day, n) VALUES (?, ?, ?, ?, 1)
 		ON CONFLICT (tenant_id, environment, counter, day) DO UPDATE SET n = daily_counters.n + 1 WHERE daily_counters.n < ?`,
@@ -220,6 +229,7 @@ func (t *Tx) bumpUnder(ctx context.Context, tenantID string, env sb.Environment,
 	if n == 0 {
 		return errLostRace
 	}
+	t.count(counterKey{tenantID, env, name, day})
 	return nil
 }
 
@@ -236,13 +246,50 @@ func (db *DB) NewContactsToday(ctx context.Context, tenantID string, env sb.Envi
 }
 
 type phoneLoad struct {
-	phone *sb.Phone
-	used  int64
+	phone   *sb.Phone
+	used    int64
+	counter string // the name of the phone's daily counter
+}
+
+// phoneKey names a tenant's phones on one day.
+type phoneKey struct {
+	tenantID string
+	env      sb.Environment
+	day      string
 }
 
 // usablePhones returns the tenant's online phones that send on channel and
-// have room under their daily limit today, with today's use, in one query.
+// have room under their daily limit today, with today's use. A transaction
+// reads a tenant's phones once, in one query, and then counts its own sends
+// on top (see counted): a batch of sends costs one query, not one each.
 func (t *Tx) usablePhones(ctx context.Context, tenantID string, env sb.Environment, channel, day string) ([]phoneLoad, error) {
+	key := phoneKey{tenantID, env, day}
+	all, ok := t.phones[key]
+	if !ok {
+		var err error
+		if all, err = t.onlinePhones(ctx, tenantID, env, day); err != nil {
+			return nil, err
+		}
+		if t.phones == nil {
+			t.phones = map[phoneKey][]phoneLoad{}
+		}
+		t.phones[key] = all
+	}
+	out := make([]phoneLoad, 0, len(all))
+	for _, p := range all {
+		if len(t.counted) > 0 {
+			p.used += t.counted[counterKey{tenantID, env, p.counter, day}]
+		}
+		if !p.phone.HasChannel(channel) || (p.phone.DailyLimit > 0 && p.used >= int64(p.phone.DailyLimit)) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// onlinePhones reads the tenant's online phones with their use on day.
+func (t *Tx) onlinePhones(ctx context.Context, tenantID string, env sb.Environment, day string) ([]phoneLoad, error) {
 	rows, err := t.query(ctx, `SELECT p.id, p.tenant_id, p.number, p.daily_limit, p.channels, p.status, p.created_at, COALESCE(c.n, 0)
 		FROM phones p LEFT JOIN daily_counters c
 		  ON c.tenant_id = p.tenant_id AND c.environment = ? AND c.counter = 'phone:' || p.id AND c.day = ?
@@ -261,13 +308,7 @@ func (t *Tx) usablePhones(ctx context.Context, tenantID string, env sb.Environme
 			return nil, err
 		}
 		p.DailyLimit, p.Channels, p.CreatedAt = int(limit.Int64), strings.Split(channels, ","), sb.FromMicros(created)
-		if len(t.bumps) > 0 {
-			used += t.pending(tenantID, env, "phone:"+p.ID, day)
-		}
-		if !p.HasChannel(channel) || (p.DailyLimit > 0 && used >= int64(p.DailyLimit)) {
-			continue
-		}
-		out = append(out, phoneLoad{phone: &p, used: used})
+		out = append(out, phoneLoad{phone: &p, used: used, counter: "phone:" + p.ID})
 	}
 	return out, rows.Err()
 }
@@ -290,11 +331,35 @@ func errNewContactLimit(limit int) error {
 // once the transaction is on disk.
 func (db *DB) AcceptSend(ctx context.Context, s *sb.Send) error {
 	m := s.Message
-	return db.writeRacing(ctx, func(tx *Tx) error {
+	// A direct send due at once goes to this process's delivery worker
+	// in memory, stored as claimed (see handover).
+	var h *handover
+	if m.ScheduledAt == nil && m.CampaignID == "" {
+		if h = db.handover.Load(); h != nil && !h.reserve() {
+			h = nil
+		}
+	}
+	err := db.writeRacing(ctx, db.acceptFn(ctx, s, h))
+	if h != nil {
+		if err != nil {
+			h.release()
+		} else {
+			c := *m
+			h.ch <- &c // the place is reserved: never blocks
+		}
+	}
+	return err
+}
+
+// acceptFn is AcceptSend's work in the transaction; h is the hand-over
+// place reserved for the message, if any.
+func (db *DB) acceptFn(ctx context.Context, s *sb.Send, h *handover) func(*Tx) error {
+	m := s.Message
+	return func(tx *Tx) error {
 		now := m.CreatedAt
 		day := sb.Day(now)
 		if s.Idempotency != nil {
-			rec, err := idempotency(ctx, tx.tx, db, m.TenantID, m.Env, s.Idempotency.Key, now)
+			rec, err := idempotency(context.WithoutCancel(ctx), tx.tx, db, m.TenantID, m.Env, s.Idempotency.Key, now)
 			if err != nil {
 				return err
 			}
@@ -331,11 +396,11 @@ func (db *DB) AcceptSend(ctx context.Context, s *sb.Send) error {
 		}
 		m.From, m.PhoneID = chosen.phone.Number, chosen.phone.ID
 		if chosen.phone.DailyLimit > 0 {
-			if err := tx.bumpUnder(ctx, m.TenantID, m.Env, "phone:"+chosen.phone.ID, day, chosen.phone.DailyLimit); err != nil {
+			if err := tx.bumpUnder(ctx, m.TenantID, m.Env, chosen.counter, day, chosen.phone.DailyLimit); err != nil {
 				return err
 			}
 		} else {
-			tx.bumpLater(m.TenantID, m.Env, "phone:"+chosen.phone.ID, day)
+			tx.bumpLater(m.TenantID, m.Env, chosen.counter, day)
 		}
 		if !rcp.known {
 			if err := tx.bumpUnder(ctx, m.TenantID, m.Env, "new_contacts", day, s.NewContactLimit); err != nil {
@@ -352,14 +417,17 @@ func (db *DB) AcceptSend(ctx context.Context, s *sb.Send) error {
 			}
 		}
 		runAt := now
-		if m.ScheduledAt != nil {
+		m.Attempts = 0
+		switch {
+		case m.ScheduledAt != nil:
 			runAt = *m.ScheduledAt
+		case h != nil:
+			runAt, m.Attempts = now.Add(h.lease), 1 // claimed
+		default:
+			tx.afterCommit(db.wakeMessages)
 		}
 		if err := tx.insertMessage(ctx, m, &runAt); err != nil {
 			return err
-		}
-		if m.ScheduledAt == nil {
-			tx.afterCommit(db.wakeMessages)
 		}
 		if s.Idempotency != nil {
 			rec := s.Idempotency
@@ -378,7 +446,7 @@ func (db *DB) AcceptSend(ctx context.Context, s *sb.Send) error {
 			}
 		}
 		return nil
-	})
+	}
 }
 
 // choosePhone picks a message's phone among the usable ones: the one whose

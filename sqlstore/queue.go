@@ -131,7 +131,7 @@ func (db *DB) RecordOutcomes(ctx context.Context, outs []sb.Outcome) error {
 // event.
 func (t *Tx) finish(ctx context.Context, outs []sb.Outcome) error {
 	var delivered []any
-	var at time.Time
+	var at, sentAt time.Time
 	hooks := hookCache{}
 	for _, o := range outs {
 		if o.Delivered {
@@ -139,11 +139,15 @@ func (t *Tx) finish(ctx context.Context, outs []sb.Outcome) error {
 			if o.At.After(at) {
 				at = o.At
 			}
+			if o.SentAt.After(sentAt) {
+				sentAt = o.SentAt
+			}
 			continue
 		}
-		m, err := scanMessage(t.queryRow(ctx, `UPDATE messages SET status = 'failed', failed_at = ?, failure_reason = ?, error_code = ?, run_at = NULL
+		m, err := scanMessage(t.queryRow(ctx, `UPDATE messages SET status = 'failed', failed_at = ?, failure_reason = ?, error_code = ?, run_at = NULL,
+			sent_at = COALESCE(sent_at, ?)
 			WHERE id = ? AND status IN ('queued', 'sent') RETURNING `+messageCols,
-			sb.Micros(o.At), o.FailureReason, string(sb.CodeDeliveryFailed), o.MessageID))
+			sb.Micros(o.At), o.FailureReason, string(sb.CodeDeliveryFailed), microsOrNil(optNonZero(o.SentAt)), o.MessageID))
 		if sb.ErrorCode(err) == sb.CodeNotFound {
 			continue // already final
 		}
@@ -159,7 +163,12 @@ func (t *Tx) finish(ctx context.Context, outs []sb.Outcome) error {
 	}
 	// Only what message.delivered reports and routes by comes back: the
 	// whole row (body included) would cost more than the update itself.
-	args := append([]any{sb.Micros(at), sb.Micros(at)}, delivered...)
+	// Hand-offs not recorded yet share one sent_at, the batch's latest (so
+	// that it is never before a message's creation nor after its delivery).
+	if sentAt.IsZero() {
+		sentAt = at
+	}
+	args := append([]any{sb.Micros(at), sb.Micros(sentAt)}, delivered...)
 	rows, err := t.query(ctx, `UPDATE messages SET status = 'delivered', delivered_at = ?, sent_at = COALESCE(sent_at, ?), run_at = NULL
 		WHERE id IN (`+placeholders(len(delivered))+`) AND status IN ('queued', 'sent')
 		RETURNING id, tenant_id, environment, from_number, to_number, channel`, args...)
@@ -195,4 +204,11 @@ func (db *DB) RepeatedHandoffs(ctx context.Context) (int, error) {
 	var n int
 	err := db.queryRow(ctx, `SELECT COUNT(*) FROM messages WHERE direction = 'outbound' AND attempts > 1`).Scan(&n)
 	return n, err
+}
+
+func optNonZero(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }

@@ -32,6 +32,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync"
@@ -210,7 +211,7 @@ func benchScenarioNames() []string {
 }
 
 // benchHiddenFlags are accepted but left out of --help.
-var benchHiddenFlags = map[string]bool{"cpuprofile": true}
+var benchHiddenFlags = map[string]bool{"cpuprofile": true, "trace": true}
 
 func benchCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	// The flags deliberately have no SWITCHBOARD_* defaults: in particular
@@ -225,6 +226,7 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	dbURL := f.String("database", "", "database of the server: sqlite:PATH or postgres://... (default: a fresh SQLite file in a temporary directory, removed afterwards; SWITCHBOARD_DATABASE is not read)")
 	jsonOut := f.Bool("json", false, "print one JSON object per target and one summary object instead of the table")
 	cpuprofile := f.String("cpuprofile", "", "write a CPU profile of the whole run (server and load generator) to this file")
+	traceFile := f.String("trace", "", "write an execution trace of the whole run to this file (go tool trace)")
 	f.Usage = func() {
 		out := f.Output()
 		fmt.Fprintf(out, "Usage: switchboard bench [flags]\n\nCompares the server with a bare net/http JSON handler under the same load.\nScenarios:\n")
@@ -285,6 +287,18 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 		defer pprof.StopCPUProfile()
 	}
 
+	if *traceFile != "" {
+		tf, err := os.Create(*traceFile)
+		if err != nil {
+			return fmt.Errorf("bench: --trace: %w", err)
+		}
+		defer tf.Close()
+		if err := trace.Start(tf); err != nil {
+			return fmt.Errorf("bench: --trace: %w", err)
+		}
+		defer trace.Stop()
+	}
+
 	tmp, err := os.MkdirTemp("", "switchboard-bench-")
 	if err != nil {
 		return err
@@ -336,7 +350,11 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 			return fmt.Errorf("bench: %s: the server does not answer as the scenario expects: %w", v.name, err)
 		}
 	}
-	bareURL, stopBare, err := loadgen.Serve(loadgen.BareHandler())
+	var bareURL string
+	var stopBare func()
+	pprof.Do(ctx, pprof.Labels("target", "bare"), func(context.Context) {
+		bareURL, stopBare, err = loadgen.Serve(loadgen.BareHandler())
+	})
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
@@ -662,7 +680,12 @@ func startBenchServer(ctx context.Context, args []string, stderr io.Writer) (url
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	noEnv := func(string) string { return "" }
-	go func() { done <- serve(sctx, args, noEnv, io.Discard, sink) }()
+	// The label marks every goroutine of the server (they inherit it), so
+	// that a --cpuprofile can be cut to the server alone:
+	// go tool pprof -tagfocus target=server.
+	go pprof.Do(sctx, pprof.Labels("target", "server"), func(sctx context.Context) {
+		done <- serve(sctx, args, noEnv, io.Discard, sink)
+	})
 	fail := func(err error) (string, func() error, error) {
 		cancel()
 		restore()

@@ -1,0 +1,262 @@
+package sqlstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	sb "github.com/switchboard/switchboard"
+)
+
+func handoverTestSend(tenantID string) *sb.Send {
+	m := &sb.Message{ID: sb.NewID(), TenantID: tenantID, Env: sb.Live, Direction: sb.Outbound, To: "+15005550000",
+		Body: "hi", Channel: "sms", Status: sb.StatusQueued, CreatedAt: time.Now().UTC()}
+	return &sb.Send{Message: m, NewContactLimit: 2500}
+}
+
+// queueState reads what the durable queue holds for a message.
+func queueState(t *testing.T, db *DB, id string) (runAt int64, attempts int) {
+	t.Helper()
+	if err := db.queryRow(context.Background(), `SELECT run_at, attempts FROM messages WHERE id = ?`, id).Scan(&runAt, &attempts); err != nil {
+		t.Fatal(err)
+	}
+	return runAt, attempts
+}
+
+// Once a worker takes accepted sends (Accepted), a direct send due at once
+// is stored claimed for the worker's lease and comes out of Accepted, not
+// out of ClaimDue; a scheduled send, and any send while every place of the
+// hand-over is taken, is queued as due for ClaimDue instead.
+func TestHandover(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		tn := writeTestTenant(t, db)
+		writeTestPhone(t, db, tn.ID, 0)
+
+		// No worker yet: queued as due.
+		before := handoverTestSend(tn.ID)
+		if err := db.AcceptSend(ctx, before); err != nil {
+			t.Fatal(err)
+		}
+		if _, attempts := queueState(t, db, before.Message.ID); attempts != 0 {
+			t.Fatalf("a send before any worker took the hand-over has %d attempts, want 0 (due)", attempts)
+		}
+		if got, err := db.ClaimDue(ctx, time.Now(), time.Minute, 10); err != nil || len(got) != 1 || got[0].ID != before.Message.ID {
+			t.Fatalf("ClaimDue = %v, %v; want the send made before the hand-over", got, err)
+		}
+
+		// A worker waits on Accepted: sends go to it, claimed.
+		const lease = 40 * time.Second
+		wctx, stop := context.WithCancel(ctx)
+		got := make(chan []*sb.Message, 16)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				msgs, err := db.Accepted(wctx, lease, 100)
+				if err != nil {
+					return
+				}
+				got <- msgs
+			}
+		}()
+		// Accepted registers on its first call: wait until it has.
+		for db.handover.Load() == nil {
+			time.Sleep(time.Millisecond)
+		}
+		s := handoverTestSend(tn.ID)
+		if err := db.AcceptSend(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case msgs := <-got:
+			if len(msgs) != 1 || msgs[0].ID != s.Message.ID || msgs[0].From == "" || msgs[0].Attempts != 1 {
+				t.Fatalf("Accepted gave %+v, want the send with its phone and 1 attempt", msgs)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the accepted send never reached Accepted")
+		}
+		runAt, attempts := queueState(t, db, s.Message.ID)
+		if want := sb.Micros(s.Message.CreatedAt.Add(lease)); runAt != want || attempts != 1 {
+			t.Errorf("handed-over send stored with run_at %d, attempts %d; want the lease's end %d and 1", runAt, attempts, want)
+		}
+		if msgs, err := db.ClaimDue(ctx, time.Now(), time.Minute, 10); err != nil || len(msgs) != 0 {
+			t.Errorf("ClaimDue = %v, %v; a handed-over send must not be claimed again", msgs, err)
+		}
+
+		// A scheduled send waits in the table.
+		sched := handoverTestSend(tn.ID)
+		at := time.Now().UTC().Add(time.Hour).Truncate(time.Microsecond)
+		sched.Message.ScheduledAt = &at
+		if err := db.AcceptSend(ctx, sched); err != nil {
+			t.Fatal(err)
+		}
+		if runAt, attempts := queueState(t, db, sched.Message.ID); runAt != sb.Micros(at) || attempts != 0 {
+			t.Errorf("scheduled send stored with run_at %d, attempts %d; want %d, 0", runAt, attempts, sb.Micros(at))
+		}
+
+		// Every place taken: the send is queued as due, and the places
+		// come back.
+		h := db.handover.Load()
+		for h.reserve() {
+		}
+		full := handoverTestSend(tn.ID)
+		if err := db.AcceptSend(ctx, full); err != nil {
+			t.Fatal(err)
+		}
+		if _, attempts := queueState(t, db, full.Message.ID); attempts != 0 {
+			t.Errorf("a send with the hand-over full has %d attempts, want 0 (due)", attempts)
+		}
+		if msgs, err := db.ClaimDue(ctx, time.Now(), time.Minute, 10); err != nil || len(msgs) != 1 || msgs[0].ID != full.Message.ID {
+			t.Errorf("ClaimDue = %v, %v; want the send queued while the hand-over was full", msgs, err)
+		}
+		h.held.Add(-handoverCap)
+
+		// A refused send gives its place back.
+		held := h.held.Load()
+		optOut(t, db, tn.ID, "+15005550009")
+		refused := handoverTestSend(tn.ID)
+		refused.Message.To = "+15005550009"
+		if err := db.AcceptSend(ctx, refused); sb.ErrorCode(err) != sb.CodeRecipientOptedOut {
+			t.Fatalf("send to an opted-out recipient: %v", err)
+		}
+		if h.held.Load() != held {
+			t.Errorf("a refused send kept its place: %d held, want %d", h.held.Load(), held)
+		}
+
+		// The worker stops: sends are queued as due again.
+		stop()
+		<-done
+		after := handoverTestSend(tn.ID)
+		if err := db.AcceptSend(ctx, after); err != nil {
+			t.Fatal(err)
+		}
+		if _, attempts := queueState(t, db, after.Message.ID); attempts != 0 {
+			t.Errorf("a send after the worker stopped has %d attempts, want 0 (due)", attempts)
+		}
+	})
+}
+
+func optOut(t *testing.T, db *DB, tenantID, number string) {
+	t.Helper()
+	m := &sb.Message{ID: sb.NewID(), TenantID: tenantID, Env: sb.Live, Direction: sb.Inbound, From: number, To: "+15550000000",
+		Body: "STOP", Channel: "sms", Status: sb.StatusReceived, CreatedAt: time.Now().UTC()}
+	if err := db.Inbound(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Concurrent sends to a phone with a daily limit share transactions, which
+// read the tenant's phones once: the sends a transaction has already
+// counted must still close the phone at its limit.
+func TestLimitedPhoneCounterConcurrent(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		tn := writeTestTenant(t, db)
+		p := writeTestPhone(t, db, tn.ID, 7)
+		const n = 60
+		codes := make(chan sb.Code, n)
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				codes <- sb.ErrorCode(db.AcceptSend(ctx, handoverTestSend(tn.ID)))
+			})
+		}
+		wg.Wait()
+		close(codes)
+		var ok, full int
+		for c := range codes {
+			switch c {
+			case "":
+				ok++
+			case sb.CodeNoPhoneAvailable:
+				full++
+			default:
+				t.Fatalf("send failed with %s", c)
+			}
+		}
+		if ok != 7 || full != n-7 || phoneCount(t, db, tn.ID, p.ID) != 7 {
+			t.Errorf("accepted %d, refused %d, counter %d; want 7, %d, 7", ok, full, phoneCount(t, db, tn.ID, p.ID), n-7)
+		}
+	})
+}
+
+// The writer runs callers' work in one open transaction as they arrive. A
+// verdict (a failed check) leaves the others' work in place; a caller whose
+// work fails otherwise is run again on its own, and so are the others, so
+// the failure undoes nothing of theirs. (SQLite: its single writer is where
+// callers are sure to share a transaction.)
+func TestBatchFailureIsolated(t *testing.T) {
+	func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		if _, err := db.exec(ctx, `CREATE TABLE batch_probe (k TEXT PRIMARY KEY)`); err != nil {
+			t.Fatal(err)
+		}
+		insert := func(k string) func(*Tx) error {
+			return func(tx *Tx) error {
+				_, err := tx.exec(ctx, `INSERT INTO batch_probe (k) VALUES (?)`, k)
+				return err
+			}
+		}
+		// The first caller holds the writer until the others are queued,
+		// so that they share its transaction.
+		release := make(chan struct{})
+		errBoom := errors.New("boom")
+		results := make(map[string]error)
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		run := func(name string, fn func(*Tx) error) {
+			wg.Go(func() {
+				err := db.Write(ctx, fn)
+				mu.Lock()
+				results[name] = err
+				mu.Unlock()
+			})
+		}
+		started := make(chan struct{})
+		var once sync.Once
+		run("first", func(tx *Tx) error {
+			once.Do(func() { close(started); <-release }) // only the first run waits
+			return insert("first")(tx)
+		})
+		<-started // the writer runs "first" and waits in it
+		run("verdict", func(tx *Tx) error { return sb.Errorf(sb.CodeNoPhoneAvailable, "no phone") })
+		run("ok", insert("ok"))
+		run("boom", func(tx *Tx) error {
+			if err := insert("boom")(tx); err != nil {
+				return err
+			}
+			return errBoom
+		})
+		run("after", insert("after"))
+		for len(db.batch.queue) < 4 {
+			time.Sleep(time.Millisecond)
+		}
+		close(release)
+		wg.Wait()
+		if sb.ErrorCode(results["verdict"]) != sb.CodeNoPhoneAvailable || !errors.Is(results["boom"], errBoom) {
+			t.Fatalf("verdict %v, boom %v", results["verdict"], results["boom"])
+		}
+		for _, k := range []string{"first", "ok", "after"} {
+			if results[k] != nil {
+				t.Errorf("%s: %v", k, results[k])
+			}
+		}
+		var keys []string
+		rows, err := db.query(ctx, `SELECT k FROM batch_probe ORDER BY k`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var k string
+			rows.Scan(&k)
+			keys = append(keys, k)
+		}
+		rows.Close()
+		if len(keys) != 3 || keys[0] != "after" || keys[1] != "first" || keys[2] != "ok" {
+			t.Errorf("rows %v, want after, first, ok: the failed caller's insert undone and nobody else's", keys)
+		}
+	}(t, openTestDB(t, testSQLiteURL(t)))
+}
