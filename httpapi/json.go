@@ -101,55 +101,131 @@ func exactFields(raw []byte, t reflect.Type) error {
 	default:
 		return nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil
-	}
-	switch tok {
-	case json.Delim('['):
+	switch i := skipSpace(raw, 0); {
+	case i < len(raw) && raw[i] == '[':
 		if t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
 			return nil
 		}
-		for dec.More() {
-			var elem json.RawMessage
-			if dec.Decode(&elem) != nil {
-				return nil
-			}
-			if err := exactFields(elem, t.Elem()); err != nil {
-				return err
-			}
-		}
-	case json.Delim('{'):
+		return eachMember(raw, i, false, func(_ string, val []byte) error { return exactFields(val, t.Elem()) })
+	case i < len(raw) && raw[i] == '{':
 		var fields map[string]reflect.Type
 		if t.Kind() == reflect.Struct {
-			fields = map[string]reflect.Type{}
-			jsonFields(t, fields)
+			fields = structFields(t)
 		} else if t.Kind() != reflect.Map {
 			return nil
 		}
-		for dec.More() {
-			tok, err := dec.Token()
-			if err != nil {
-				return nil
-			}
-			key, _ := tok.(string)
-			var val json.RawMessage
-			if dec.Decode(&val) != nil {
-				return nil
-			}
+		return eachMember(raw, i, true, func(key string, val []byte) error {
 			var elem reflect.Type
 			if fields == nil {
 				elem = t.Elem()
 			} else if elem = fields[key]; elem == nil {
 				return unknownField(key)
 			}
-			if err := exactFields(val, elem); err != nil {
-				return err
-			}
+			return exactFields(val, elem)
+		})
+	}
+	return nil
+}
+
+// eachMember calls fn with each member of the object (or element of the
+// array) that starts at raw[i], which is valid JSON: the member's key (""
+// in an array) and its raw value. It is a scanner, not a parser: the JSON
+// has already been decoded, and this only walks it again, much faster than
+// json.Decoder.Token would.
+func eachMember(raw []byte, i int, object bool, fn func(key string, val []byte) error) error {
+	i = skipSpace(raw, i+1)
+	for i < len(raw) && raw[i] != '}' && raw[i] != ']' {
+		var key string
+		if object {
+			end := skipValue(raw, i)
+			key = jsonKey(raw[i:end])
+			i = skipSpace(raw, end)
+			i = skipSpace(raw, i+1) // the colon
+		}
+		end := skipValue(raw, i)
+		if err := fn(key, raw[i:end]); err != nil {
+			return err
+		}
+		i = skipSpace(raw, end)
+		if i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
 		}
 	}
 	return nil
+}
+
+// jsonKey returns the string that the JSON string literal lit decodes to.
+func jsonKey(lit []byte) string {
+	if len(lit) < 2 {
+		return "" // not a string: cannot happen in valid JSON
+	}
+	plain := true
+	for _, c := range lit[1 : len(lit)-1] {
+		if c == '\\' || c >= 0x80 {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return string(lit[1 : len(lit)-1])
+	}
+	var key string
+	json.Unmarshal(lit, &key) // escapes, and invalid UTF-8 made U+FFFD as by the decoder
+	return key
+}
+
+func skipSpace(raw []byte, i int) int {
+	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the end of the valid JSON value that starts at raw[i].
+func skipValue(raw []byte, i int) int {
+	depth := 0
+	for i < len(raw) {
+		c := raw[i]
+		switch {
+		case c == '"':
+			for i++; i < len(raw) && raw[i] != '"'; i++ {
+				if raw[i] == '\\' {
+					i++
+				}
+			}
+			i++
+		case c == '{' || c == '[':
+			depth++
+			i++
+		case c == '}' || c == ']':
+			if depth == 0 {
+				return i
+			}
+			depth--
+			i++
+		case depth == 0 && (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return i // the end of a number or a literal
+		default:
+			i++
+		}
+		if depth == 0 && (c == '"' || c == '}' || c == ']') {
+			return i
+		}
+	}
+	return i
+}
+
+var fieldCache sync.Map // reflect.Type -> map[string]reflect.Type
+
+// structFields returns the JSON names of the fields of struct type t.
+func structFields(t reflect.Type) map[string]reflect.Type {
+	if f, ok := fieldCache.Load(t); ok {
+		return f.(map[string]reflect.Type)
+	}
+	fields := map[string]reflect.Type{}
+	jsonFields(t, fields)
+	fieldCache.Store(t, fields)
+	return fields
 }
 
 // jsonFields adds the JSON names of the fields of struct type t to fields,
