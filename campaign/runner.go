@@ -64,7 +64,7 @@ type Options struct {
 
 func (o *Options) defaults() {
 	if o.Chunk == 0 {
-		o.Chunk = 250
+		o.Chunk = 1000
 	}
 	if o.Poll == 0 {
 		o.Poll = 200 * time.Millisecond
@@ -76,7 +76,7 @@ func (o *Options) defaults() {
 		o.CheckEvery = 500 * time.Millisecond
 	}
 	if o.Share <= 0 || o.Share > 1 {
-		o.Share = 2.0 / 3
+		o.Share = 0.8
 	}
 }
 
