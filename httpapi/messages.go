@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -245,6 +246,9 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, p *auth.Pri
 }
 
 func renderSend(m *sb.Message) []byte {
+	if b, ok := appendSend(make([]byte, 0, 256), m); ok {
+		return b
+	}
 	body := dataBody{Data: sendJSON{MessageID: m.ID, Status: m.Status, From: m.From, To: m.To, Channel: m.Channel,
 		Livemode: m.Env == sb.Live, CreatedAt: m.CreatedAt, ScheduledAt: m.ScheduledAt}}
 	if m.ScheduledAt != nil {
@@ -252,6 +256,45 @@ func renderSend(m *sb.Message) []byte {
 	}
 	b, _ := json.Marshal(body)
 	return append(b, '\n')
+}
+
+// appendSend is renderSend for the answer every send gets, written by hand
+// (json.Marshal's reflection was a tenth of the send handler's CPU): the
+// same bytes as json.Marshal, as TestRenderSend checks. It declines (false)
+// a string that json.Marshal would escape.
+func appendSend(b []byte, m *sb.Message) ([]byte, bool) {
+	for _, s := range []string{m.ID, m.Status, m.From, m.To, m.Channel} {
+		for i := 0; i < len(s); i++ {
+			if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+				return nil, false
+			}
+		}
+	}
+	b = append(b, `{"data":{"message_id":"`...)
+	b = append(b, m.ID...)
+	b = append(b, `","status":"`...)
+	b = append(b, m.Status...)
+	b = append(b, `","from":"`...)
+	b = append(b, m.From...)
+	b = append(b, `","to":"`...)
+	b = append(b, m.To...)
+	b = append(b, `","channel":"`...)
+	b = append(b, m.Channel...)
+	b = append(b, `","livemode":`...)
+	b = strconv.AppendBool(b, m.Env == sb.Live)
+	b = append(b, `,"created_at":"`...)
+	b = m.CreatedAt.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","scheduled_at":`...)
+	if m.ScheduledAt == nil {
+		b = append(b, `null}}`...)
+	} else {
+		b = append(b, '"')
+		b = m.ScheduledAt.AppendFormat(b, time.RFC3339Nano)
+		b = append(b, `"},"code":"`...)
+		b = append(b, sb.CodeQuietHours...)
+		b = append(b, `"}`...)
+	}
+	return append(b, '\n'), true
 }
 
 func writeRaw(w http.ResponseWriter, status int, body []byte) {
