@@ -76,7 +76,7 @@ func (o *Options) defaults() {
 		o.CheckEvery = 500 * time.Millisecond
 	}
 	if o.Share <= 0 || o.Share > 1 {
-		o.Share = 0.8
+		o.Share = 0.9
 	}
 }
 
