@@ -67,6 +67,9 @@ func (o *Options) defaults() {
 	if o.SentAfter == 0 {
 		o.SentAfter = 250 * time.Millisecond
 	}
+	// Until its hand-off is recorded, a message is due again when its
+	// claim's lease ends: record it well before.
+	o.SentAfter = min(o.SentAfter, o.Lease/4)
 }
 
 // Worker runs the delivery pipeline of one node.
