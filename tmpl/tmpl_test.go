@@ -254,9 +254,12 @@ func refParse(body string) (ok bool, vars []string, renderedX string) {
 	if n := utf8.RuneCountInString(body); n < 1 || n > MaxBodyLen {
 		return false, nil, ""
 	}
-	marker := "\x00"
-	for strings.Contains(body, marker) {
-		marker += "\x00"
+	// The marker stands for a placeholder: one rune the body does not hold,
+	// so that it cannot run together with the text around it (with "\x00"
+	// repeated, "{\x00" followed by the marker read as "{" + marker).
+	marker := "\ue000"
+	for r := '\ue000'; strings.ContainsRune(body, r); r++ {
+		marker = string(r + 1)
 	}
 	stripped := placeholderRef.ReplaceAllLiteralString(body, marker)
 	if strings.Contains(stripped, "{{") || strings.Contains(stripped, "{"+marker) {
