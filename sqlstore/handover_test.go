@@ -10,7 +10,9 @@ import (
 	sb "github.com/switchboard/switchboard"
 )
 
-func handoverTestSend(tenantID string) *sb.Send {
+// testSend is a send to a simulator number from the tenant's live
+// environment, with room for new contacts.
+func testSend(tenantID string) *sb.Send {
 	m := &sb.Message{ID: sb.NewID(), TenantID: tenantID, Env: sb.Live, Direction: sb.Outbound, To: "+15005550000",
 		Body: "hi", Channel: "sms", Status: sb.StatusQueued, CreatedAt: time.Now().UTC()}
 	return &sb.Send{Message: m, NewContactLimit: 2500}
@@ -36,7 +38,7 @@ func TestHandover(t *testing.T) {
 		writeTestPhone(t, db, tn.ID, 0)
 
 		// No worker yet: queued as due.
-		before := handoverTestSend(tn.ID)
+		before := testSend(tn.ID)
 		if err := db.AcceptSend(ctx, before); err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +68,7 @@ func TestHandover(t *testing.T) {
 		for db.handover.Load() == nil {
 			time.Sleep(time.Millisecond)
 		}
-		s := handoverTestSend(tn.ID)
+		s := testSend(tn.ID)
 		if err := db.AcceptSend(ctx, s); err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +89,7 @@ func TestHandover(t *testing.T) {
 		}
 
 		// A scheduled send waits in the table.
-		sched := handoverTestSend(tn.ID)
+		sched := testSend(tn.ID)
 		at := time.Now().UTC().Add(time.Hour).Truncate(time.Microsecond)
 		sched.Message.ScheduledAt = &at
 		if err := db.AcceptSend(ctx, sched); err != nil {
@@ -102,7 +104,7 @@ func TestHandover(t *testing.T) {
 		h := db.handover.Load()
 		for h.reserve() {
 		}
-		full := handoverTestSend(tn.ID)
+		full := testSend(tn.ID)
 		if err := db.AcceptSend(ctx, full); err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +119,7 @@ func TestHandover(t *testing.T) {
 		// A refused send gives its place back.
 		held := h.held.Load()
 		optOut(t, db, tn.ID, "+15005550009")
-		refused := handoverTestSend(tn.ID)
+		refused := testSend(tn.ID)
 		refused.Message.To = "+15005550009"
 		if err := db.AcceptSend(ctx, refused); sb.ErrorCode(err) != sb.CodeRecipientOptedOut {
 			t.Fatalf("send to an opted-out recipient: %v", err)
@@ -129,7 +131,7 @@ func TestHandover(t *testing.T) {
 		// The worker stops: sends are queued as due again.
 		stop()
 		<-done
-		after := handoverTestSend(tn.ID)
+		after := testSend(tn.ID)
 		if err := db.AcceptSend(ctx, after); err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +163,7 @@ func TestLimitedPhoneCounterConcurrent(t *testing.T) {
 		var wg sync.WaitGroup
 		for range n {
 			wg.Go(func() {
-				codes <- sb.ErrorCode(db.AcceptSend(ctx, handoverTestSend(tn.ID)))
+				codes <- sb.ErrorCode(db.AcceptSend(ctx, testSend(tn.ID)))
 			})
 		}
 		wg.Wait()

@@ -133,9 +133,13 @@ func (t *Tx) counter(ctx context.Context, tenantID string, env sb.Environment, n
 	return n, err
 }
 
+// bump adds one to a daily counter at once, and notes it (see count).
 func (t *Tx) bump(ctx context.Context, tenantID string, env sb.Environment, name, day string) error {
 	_, err := t.exec(ctx, `INSERT INTO daily_counters (tenant_id, environment, counter, day, n) VALUES (?, ?, ?, ?, 1)
 		ON CONFLICT (tenant_id, environment, counter, day) DO UPDATE SET n = daily_counters.n + 1`, tenantID, string(env), name, day)
+	if err == nil {
+		t.count(counterKey{tenantID, env, name, day})
+	}
 	return err
 }
 
@@ -210,11 +214,7 @@ var errLostRace = errors.New("sqlstore: a concurrent transaction reached the dai
 // reached (errLostRace).
 func (t *Tx) bumpUnder(ctx context.Context, tenantID string, env sb.Environment, name, day string, limit int) error {
 	if limit <= 0 {
-		if err := t.bump(ctx, tenantID, env, name, day); err != nil {
-			return err
-		}
-		t.count(counterKey{tenantID, env, name, day})
-		return nil
+		return t.bump(ctx, tenantID, env, name, day)
 	}
 	res, err := t.exec(ctx, `INSERT INTO daily_counters (tenant_id, environment, counter, day, n) VALUES (?, ?, ?, ?, 1)
 		ON CONFLICT (tenant_id, environment, counter, day) DO UPDATE SET n = daily_counters.n + 1 WHERE daily_counters.n < ?`,

@@ -124,9 +124,7 @@ func TestLimitedPhoneCounter(t *testing.T) {
 		p := writeTestPhone(t, db, tn.ID, 5)
 		var ok, full int
 		for range 8 {
-			m := &sb.Message{ID: sb.NewID(), TenantID: tn.ID, Env: sb.Live, Direction: sb.Outbound, To: "+15005550000",
-				Body: "hi", Channel: "sms", Status: sb.StatusQueued, CreatedAt: time.Now().UTC()}
-			switch err := db.AcceptSend(ctx, &sb.Send{Message: m, NewContactLimit: 2500}); sb.ErrorCode(err) {
+			switch err := db.AcceptSend(ctx, testSend(tn.ID)); sb.ErrorCode(err) {
 			case "":
 				ok++
 			case sb.CodeNoPhoneAvailable:
