@@ -158,6 +158,7 @@ func (b *batcher) loop() {
 				r.done <- struct{}{}
 			}
 		}
+		b.db.restartWAL()
 	}
 }
 

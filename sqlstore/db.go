@@ -66,6 +66,8 @@ type DB struct {
 	ckpt            *sql.DB // SQLite: the connection that runs checkpoints
 	stopCheckpoints chan struct{}
 	checkpointsDone chan struct{}
+	walFull         atomic.Bool  // SQLite: the WAL should start over (see restartWAL)
+	walRestartPages atomic.Int64 // SQLite: the WAL length that asks for it
 
 	messagesDue chan struct{}            // wakes this node's delivery workers
 	handover    atomic.Pointer[handover] // accepted sends on their way to this node's worker
@@ -158,7 +160,7 @@ func openSQLite(path string) (*DB, error) {
 	// automatic, they run inside whichever commit crosses the threshold and
 	// stall every caller of that batch; a background goroutine runs them
 	// instead (see checkpointLoop).
-	if _, err := write.Exec(`PRAGMA wal_autocheckpoint = 0`); err != nil {
+	if _, err := write.Exec(`PRAGMA wal_autocheckpoint = 0; PRAGMA journal_size_limit = ` + strconv.Itoa(walSizeLimit)); err != nil {
 		write.Close()
 		return nil, fmt.Errorf("sqlite %s: %w", path, err)
 	}
@@ -177,7 +179,9 @@ func openSQLite(path string) (*DB, error) {
 		return nil, err
 	}
 	ckpt.SetMaxOpenConns(1)
-	return &DB{dialect: SQLite, write: write, read: read, ckpt: ckpt, dsn: path}, nil
+	db := &DB{dialect: SQLite, write: write, read: read, ckpt: ckpt, dsn: path}
+	db.walRestartPages.Store(walRestartPages)
+	return db, nil
 }
 
 func openPostgres(url string) (*DB, error) {
@@ -428,10 +432,55 @@ func (db *DB) checkpointLoop() {
 			db.ckpt.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
 			return
 		case <-t.C:
-			var busy, logPages, done int
-			if err := db.ckpt.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logPages, &done); err != nil {
-				slog.Warn("sqlite checkpoint", "err", err)
-			}
+			db.checkpoint()
 		}
+	}
+}
+
+// checkpoint copies the WAL into the database file from the checkpoint
+// connection (PASSIVE: it never blocks the writer or readers) and asks the
+// writer to restart the WAL once it is walRestartPages long.
+func (db *DB) checkpoint() {
+	var busy, logPages, done int
+	if err := db.ckpt.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logPages, &done); err != nil {
+		slog.Warn("sqlite checkpoint", "err", err)
+		return
+	}
+	if int64(logPages) >= db.walRestartPages.Load() {
+		db.walFull.Store(true)
+	}
+}
+
+// The WAL starts over from its beginning only when a write transaction
+// begins with every frame already copied into the database file. Under a
+// steady load the writer always has frames the background checkpoint has
+// not copied yet, so the WAL would grow without end: at the send rate of a
+// 2-core machine, 16 MB a second, until the disk is full. So once the WAL
+// holds walRestartPages frames, the writer itself, between two
+// transactions, copies what the background checkpoints left; its next
+// transaction then writes from the start of the WAL, which
+// journal_size_limit cuts back to walSizeLimit bytes if it grew longer.
+const (
+	walRestartPages = 8192             // 32 MiB of 4 KiB pages
+	walSizeLimit    = 64 * 1024 * 1024 // bytes
+)
+
+// restartWAL runs on the writer between transactions. When the last
+// checkpoint found the WAL full, it checkpoints from the writer's own
+// connection. It tries again after the next transaction when the
+// background checkpoint was running (busy, having copied nothing), and
+// leaves it to the next background checkpoint to ask again when a reader
+// kept it from copying everything.
+func (db *DB) restartWAL() {
+	if !db.walFull.CompareAndSwap(true, false) {
+		return
+	}
+	var busy, logPages, done int
+	if err := db.write.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logPages, &done); err != nil {
+		slog.Warn("sqlite checkpoint", "err", err)
+		return
+	}
+	if busy != 0 {
+		db.walFull.Store(true)
 	}
 }
