@@ -211,7 +211,7 @@ func benchScenarioNames() []string {
 }
 
 // benchHiddenFlags are accepted but left out of --help.
-var benchHiddenFlags = map[string]bool{"cpuprofile": true, "trace": true}
+var benchHiddenFlags = map[string]bool{"cpuprofile": true, "memprofile": true, "trace": true}
 
 func benchCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	// The flags deliberately have no SWITCHBOARD_* defaults: in particular
@@ -226,6 +226,7 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	dbURL := f.String("database", "", "database of the server: sqlite:PATH or postgres://... (default: a fresh SQLite file in a temporary directory, removed afterwards; SWITCHBOARD_DATABASE is not read)")
 	jsonOut := f.Bool("json", false, "print one JSON object per target and one summary object instead of the table")
 	cpuprofile := f.String("cpuprofile", "", "write a CPU profile of the whole run (server and load generator) to this file")
+	memprofile := f.String("memprofile", "", "write an allocation profile of the whole run to this file (go tool pprof -sample_index=alloc_space)")
 	traceFile := f.String("trace", "", "write an execution trace of the whole run to this file (go tool trace)")
 	f.Usage = func() {
 		out := f.Output()
@@ -285,6 +286,19 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 			return fmt.Errorf("bench: --cpuprofile: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+
+	if *memprofile != "" {
+		defer func() {
+			pf, err := os.Create(*memprofile)
+			if err == nil {
+				err = pprof.Lookup("allocs").WriteTo(pf, 0)
+				pf.Close()
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "bench: --memprofile: %v\n", err)
+			}
+		}()
 	}
 
 	if *traceFile != "" {
