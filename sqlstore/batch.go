@@ -158,7 +158,7 @@ func (b *batcher) loop() {
 				r.done <- struct{}{}
 			}
 		}
-		b.db.restartWAL()
+		b.db.restartWAL() // between two transactions, when the WAL is full
 	}
 }
 

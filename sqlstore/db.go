@@ -159,7 +159,8 @@ func openSQLite(path string) (*DB, error) {
 	// Checkpoints copy the WAL into the database file and fsync it. Left
 	// automatic, they run inside whichever commit crosses the threshold and
 	// stall every caller of that batch; a background goroutine runs them
-	// instead (see checkpointLoop).
+	// instead (see checkpointLoop), and the writer when the WAL must start
+	// over (see restartWAL, which also explains journal_size_limit).
 	if _, err := write.Exec(`PRAGMA wal_autocheckpoint = 0; PRAGMA journal_size_limit = ` + strconv.Itoa(walSizeLimit)); err != nil {
 		write.Close()
 		return nil, fmt.Errorf("sqlite %s: %w", path, err)
