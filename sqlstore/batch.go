@@ -92,8 +92,8 @@ func (db *DB) Write(ctx context.Context, fn func(*Tx) error) error {
 // follows a batch of at least lingerMin callers.
 const (
 	lingerMin = 2
-	lingerGap = 100 * time.Microsecond
-	lingerMax = time.Millisecond
+	lingerGap = 50 * time.Microsecond
+	lingerMax = 500 * time.Microsecond
 )
 
 func (b *batcher) loop() {
