@@ -442,14 +442,21 @@ func (db *DB) checkpointLoop() {
 // connection (PASSIVE: it never blocks the writer or readers) and asks the
 // writer to restart the WAL once it is walRestartPages long.
 func (db *DB) checkpoint() {
-	var busy, logPages, done int
-	if err := db.ckpt.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logPages, &done); err != nil {
-		slog.Warn("sqlite checkpoint", "err", err)
-		return
-	}
-	if int64(logPages) >= db.walRestartPages.Load() {
+	if _, logPages, ok := passiveCheckpoint(db.ckpt); ok && int64(logPages) >= db.walRestartPages.Load() {
 		db.walFull.Store(true)
 	}
+}
+
+// passiveCheckpoint runs a PASSIVE checkpoint on c and reports whether
+// another checkpoint was running (busy: nothing was copied) and how many
+// frames the WAL holds; ok is false (and the error logged) when it failed.
+func passiveCheckpoint(c *sql.DB) (busy bool, logPages int, ok bool) {
+	var b, done int
+	if err := c.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&b, &logPages, &done); err != nil {
+		slog.Warn("sqlite checkpoint", "err", err)
+		return false, 0, false
+	}
+	return b != 0, logPages, true
 }
 
 // The WAL starts over from its beginning only when a write transaction
@@ -476,12 +483,7 @@ func (db *DB) restartWAL() {
 	if !db.walFull.CompareAndSwap(true, false) {
 		return
 	}
-	var busy, logPages, done int
-	if err := db.write.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logPages, &done); err != nil {
-		slog.Warn("sqlite checkpoint", "err", err)
-		return
-	}
-	if busy != 0 {
+	if busy, _, ok := passiveCheckpoint(db.write); ok && busy {
 		db.walFull.Store(true)
 	}
 }
