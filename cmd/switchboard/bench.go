@@ -289,11 +289,15 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	}
 
 	if *memprofile != "" {
+		// Created now, so that a bad path fails before the run, not after.
+		pf, err := os.Create(*memprofile)
+		if err != nil {
+			return fmt.Errorf("bench: --memprofile: %w", err)
+		}
 		defer func() {
-			pf, err := os.Create(*memprofile)
-			if err == nil {
-				err = pprof.Lookup("allocs").WriteTo(pf, 0)
-				pf.Close()
+			err := pprof.Lookup("allocs").WriteTo(pf, 0)
+			if cerr := pf.Close(); err == nil {
+				err = cerr
 			}
 			if err != nil {
 				fmt.Fprintf(stderr, "bench: --memprofile: %v\n", err)
