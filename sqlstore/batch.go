@@ -147,7 +147,7 @@ func (b *batcher) loop() {
 		if ok {
 			err = tx.commit(context.Background())
 		} else if tx != nil {
-			tx.tx.Rollback()
+			tx.rollback()
 		}
 		if !ok || err != nil {
 			// A caller's work failed (not a verdict) or the commit did:

@@ -12,6 +12,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -27,7 +28,7 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // PostgreSQL driver "pgx"
-	_ "github.com/mattn/go-sqlite3"    // SQLite driver "sqlite3"
+	"github.com/mattn/go-sqlite3"      // SQLite driver "sqlite3"
 )
 
 //go:embed migrations/*.sql
@@ -124,6 +125,23 @@ func Open(ctx context.Context, url string) (*DB, error) {
 	return db, nil
 }
 
+// sqliteWriter is the SQLite driver of the write connection. Checkpoints
+// copy the WAL into the database file and fsync it. Left automatic, they run
+// inside whichever commit crosses the threshold and stall every caller of
+// that batch; a background goroutine runs them instead (see checkpointLoop),
+// and the writer when the WAL must start over (see restartWAL, which also
+// explains journal_size_limit). The settings are made whenever the pool
+// opens the connection, which it does again after closing one it found
+// broken (see Tx.end).
+const sqliteWriter = "sqlite3-switchboard-writer"
+
+func init() {
+	sql.Register(sqliteWriter, &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		_, err := c.Exec(`PRAGMA wal_autocheckpoint = 0; PRAGMA journal_size_limit = `+strconv.Itoa(walSizeLimit), nil)
+		return err
+	}})
+}
+
 func openSQLite(path string) (*DB, error) {
 	if path == "" {
 		return nil, errors.New("sqlite: empty path")
@@ -136,7 +154,7 @@ func openSQLite(path string) (*DB, error) {
 	// synchronous=FULL: a commit is on disk before it returns, so an accepted
 	// message survives kill -9 and power loss alike.
 	params := "_journal_mode=WAL&_synchronous=FULL&_busy_timeout=10000&_foreign_keys=on&_txlock=immediate&cache=private&_stmt_cache_size=128"
-	write, err := sql.Open("sqlite3", "file:"+path+"?"+params)
+	write, err := sql.Open(sqliteWriter, "file:"+path+"?"+params)
 	if err != nil {
 		return nil, err
 	}
@@ -155,15 +173,6 @@ func openSQLite(path string) (*DB, error) {
 			return nil, fmt.Errorf("sqlite %s: %w", path, err)
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-	// Checkpoints copy the WAL into the database file and fsync it. Left
-	// automatic, they run inside whichever commit crosses the threshold and
-	// stall every caller of that batch; a background goroutine runs them
-	// instead (see checkpointLoop), and the writer when the WAL must start
-	// over (see restartWAL, which also explains journal_size_limit).
-	if _, err := write.Exec(`PRAGMA wal_autocheckpoint = 0; PRAGMA journal_size_limit = ` + strconv.Itoa(walSizeLimit)); err != nil {
-		write.Close()
-		return nil, fmt.Errorf("sqlite %s: %w", path, err)
 	}
 	read, err := sql.Open("sqlite3", "file:"+path+"?"+params+"&_query_only=true")
 	if err != nil {
@@ -261,9 +270,20 @@ func (db *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, 
 }
 
 // Tx is a write transaction with the store's placeholder rebinding.
+//
+// On PostgreSQL it is a *sql.Tx. On SQLite it is the write connection,
+// taken from the pool as a *sql.Conn, on which the transaction is begun and
+// committed with statements: database/sql gives every *sql.Tx a context of
+// its own that can be canceled, and for such a transaction starts a
+// goroutine for every query (to close its rows if the transaction ends
+// first). The single writer runs a query or two for every send, so that
+// was a goroutine started and ended for each, with the scheduler wake-ups
+// that come with them, on the one goroutine every send waits for.
 type Tx struct {
 	db    *DB
-	tx    *sql.Tx
+	tx    execer
+	sqlTx *sql.Tx   // PostgreSQL
+	conn  *sql.Conn // SQLite
 	after []func()
 	// bumps holds increments of daily counters without a limit, applied
 	// just before the commit (see bumpLater).
@@ -273,6 +293,13 @@ type Tx struct {
 	// their counts as read (see usablePhones).
 	counted map[counterKey]int64
 	phones  map[phoneKey][]phoneLoad
+}
+
+// execer is what *sql.Tx and *sql.Conn have in common.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 // afterCommit runs fn once the transaction has committed.
@@ -303,7 +330,7 @@ func (db *DB) inTx(ctx context.Context, fn func(*Tx) error) error {
 		return err
 	}
 	if err := fn(t); err != nil {
-		t.tx.Rollback()
+		t.rollback()
 		return err
 	}
 	return t.commit(ctx)
@@ -311,27 +338,73 @@ func (db *DB) inTx(ctx context.Context, fn func(*Tx) error) error {
 
 // begin starts a write transaction.
 func (db *DB) begin(ctx context.Context) (*Tx, error) {
-	tx, err := db.write.BeginTx(ctx, nil)
+	if db.dialect == Postgres {
+		tx, err := db.write.BeginTx(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		return &Tx{db: db, tx: tx, sqlTx: tx}, nil
+	}
+	conn, err := db.write.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &Tx{db: db, tx: tx}, nil
+	if _, err := conn.ExecContext(context.WithoutCancel(ctx), "BEGIN IMMEDIATE"); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return &Tx{db: db, tx: conn, conn: conn}, nil
 }
 
 // commit applies the deferred counter increments, commits, and then runs
 // the afterCommit functions. It rolls back when it fails before the commit.
 func (t *Tx) commit(ctx context.Context) error {
 	if err := t.flushBumps(ctx); err != nil {
-		t.tx.Rollback()
+		t.rollback()
 		return err
 	}
-	if err := t.tx.Commit(); err != nil {
+	if t.sqlTx != nil {
+		if err := t.sqlTx.Commit(); err != nil {
+			return err
+		}
+	} else if err := t.end("COMMIT"); err != nil {
 		return err
 	}
 	for _, f := range t.after {
 		f()
 	}
 	return nil
+}
+
+// rollback ends the transaction without committing it.
+func (t *Tx) rollback() {
+	if t.sqlTx != nil {
+		t.sqlTx.Rollback()
+		return
+	}
+	t.end("ROLLBACK")
+}
+
+// end ends a SQLite transaction with stmt (COMMIT or ROLLBACK) and gives the
+// write connection back to the pool. A COMMIT that fails can leave the
+// transaction open (a deferred constraint, a full disk), so it is rolled
+// back; a ROLLBACK fails harmlessly when SQLite has already rolled the
+// transaction back itself. Should a transaction still be open even so, the
+// connection is closed rather than reused.
+func (t *Tx) end(stmt string) error {
+	ctx := context.Background()
+	_, err := t.conn.ExecContext(ctx, stmt)
+	if err != nil {
+		t.conn.ExecContext(ctx, "ROLLBACK")
+		t.conn.Raw(func(c any) error {
+			if sc, ok := c.(*sqlite3.SQLiteConn); ok && !sc.AutoCommit() {
+				return driver.ErrBadConn // database/sql closes it
+			}
+			return nil
+		})
+	}
+	t.conn.Close()
+	return err
 }
 
 type migration struct {
