@@ -20,7 +20,7 @@ for i in $(seq 1 "$n"); do
     k=$((k + 1))
     out=$(bash -c "$c" 2>/dev/null)
     bare=$(echo "$out" | awk '/^bare/ {print $5}')
-    cpu=$(echo "$out" | awk '/^bare|^send|^keys/ && NF >= 10 {printf "%s%s", sep, $(NF-1); sep="/"}')
+    cpu=$(echo "$out" | awk '/^[a-z][a-z\/ ]*(\([^)]*\))? +[0-9]+ +[0-9]+ / {printf "%s%s", sep, $(NF-1); sep="/"}')
     med=$(echo "$out" | grep -o "median ratio [0-9.]* (min [0-9.]*, max [0-9.]*)" | head -1 || true)
     gc=$(echo "$out" | grep -o "group commit: [0-9]* transactions, [0-9.]* writes" || true)
     echo "pair $i, command $k: bare ${bare:-?} req/s; ${med:-no median}; cpu us/req ${cpu:-?}; ${gc:-}"
