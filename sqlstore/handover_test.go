@@ -193,15 +193,7 @@ func TestLimitedPhoneCounterConcurrent(t *testing.T) {
 func TestBatchFailureIsolated(t *testing.T) {
 	func(t *testing.T, db *DB) {
 		ctx := context.Background()
-		if _, err := db.exec(ctx, `CREATE TABLE batch_probe (k TEXT PRIMARY KEY)`); err != nil {
-			t.Fatal(err)
-		}
-		insert := func(k string) func(*Tx) error {
-			return func(tx *Tx) error {
-				_, err := tx.exec(ctx, `INSERT INTO batch_probe (k) VALUES (?)`, k)
-				return err
-			}
-		}
+		insert := probeInserts(t, db)
 		// The first caller holds the writer until the others are queued,
 		// so that they share its transaction.
 		release := make(chan struct{})

@@ -26,3 +26,18 @@ func openTestDB(t testing.TB, url string) *DB {
 	t.Cleanup(func() { db.Close() })
 	return db
 }
+
+// probeInserts creates the table batch_probe and returns work that inserts
+// the key k into it, for tests of how the writer batches callers.
+func probeInserts(t testing.TB, db *DB) func(k string) func(*Tx) error {
+	ctx := context.Background()
+	if _, err := db.exec(ctx, `CREATE TABLE batch_probe (k TEXT PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	return func(k string) func(*Tx) error {
+		return func(tx *Tx) error {
+			_, err := tx.exec(ctx, `INSERT INTO batch_probe (k) VALUES (?)`, k)
+			return err
+		}
+	}
+}

@@ -3,7 +3,9 @@ package sqlstore
 import (
 	"context"
 	"database/sql/driver"
+	"sync"
 	"testing"
+	"time"
 )
 
 // A SQLite transaction runs on the write connection taken from the pool.
@@ -68,4 +70,55 @@ func TestWriteConnectionSettingsSurviveReconnect(t *testing.T) {
 	conn.Raw(func(any) error { return driver.ErrBadConn }) // the pool closes it
 	conn.Close()
 	check("after the pool opened another")
+}
+
+// A batch whose COMMIT fails (here one caller's deferred foreign key) is run
+// again one caller per transaction: the others' work is committed, the
+// failing caller gets the error, and the write connection is left usable.
+func TestBatchCommitFailureIsolated(t *testing.T) {
+	ctx := context.Background()
+	db := openTestDB(t, testSQLiteURL(t))
+	insert := probeInserts(t, db)
+	orphan := func(tx *Tx) error { // passes every statement, fails the COMMIT
+		if _, err := tx.exec(ctx, `PRAGMA defer_foreign_keys = ON`); err != nil {
+			return err
+		}
+		_, err := tx.exec(ctx, `INSERT INTO recipients (tenant_id, environment, number, opted_out, first_seen_at, updated_at)
+			VALUES ('no-such-tenant', 'live', '+15005550000', 0, 0, 0)`)
+		return err
+	}
+	// The first caller holds the writer until the others are queued, so
+	// that they share its transaction.
+	started, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	errs := make([]error, 4)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		errs[0] = db.Write(ctx, func(tx *Tx) error {
+			once.Do(func() { close(started); <-release })
+			return insert("first")(tx)
+		})
+	})
+	<-started
+	wg.Go(func() { errs[1] = db.Write(ctx, orphan) })
+	for len(db.batch.queue) < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	wg.Go(func() { errs[2] = db.Write(ctx, insert("after")) })
+	for len(db.batch.queue) < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	errs[3] = db.Write(ctx, insert("later"))
+	if errs[1] == nil || errs[0] != nil || errs[2] != nil || errs[3] != nil {
+		t.Fatalf("first %v, orphan %v, after %v, later %v; want only the orphan to fail", errs[0], errs[1], errs[2], errs[3])
+	}
+	var n int
+	if err := db.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM batch_probe`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 {
+		t.Fatalf("%d rows committed, want 3 (first, after, later)", n)
+	}
 }
