@@ -132,7 +132,7 @@ func Open(ctx context.Context, url string) (*DB, error) {
 // and the writer when the WAL must start over (see restartWAL, which also
 // explains journal_size_limit). The settings are made whenever the pool
 // opens the connection, which it does again after closing one it found
-// broken (see Tx.end).
+// broken (see endSQLite).
 const sqliteWriter = "sqlite3-switchboard-writer"
 
 func init() {
@@ -281,9 +281,7 @@ func (db *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, 
 // that come with them, on the one goroutine every send waits for.
 type Tx struct {
 	db    *DB
-	tx    execer
-	sqlTx *sql.Tx   // PostgreSQL
-	conn  *sql.Conn // SQLite
+	tx    execer // *sql.Tx on PostgreSQL, *sql.Conn on SQLite
 	after []func()
 	// bumps holds increments of daily counters without a limit, applied
 	// just before the commit (see bumpLater).
@@ -343,7 +341,7 @@ func (db *DB) begin(ctx context.Context) (*Tx, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Tx{db: db, tx: tx, sqlTx: tx}, nil
+		return &Tx{db: db, tx: tx}, nil
 	}
 	conn, err := db.write.Conn(ctx)
 	if err != nil {
@@ -353,7 +351,7 @@ func (db *DB) begin(ctx context.Context) (*Tx, error) {
 		conn.Close()
 		return nil, err
 	}
-	return &Tx{db: db, tx: conn, conn: conn}, nil
+	return &Tx{db: db, tx: conn}, nil
 }
 
 // commit applies the deferred counter increments, commits, and then runs
@@ -363,11 +361,14 @@ func (t *Tx) commit(ctx context.Context) error {
 		t.rollback()
 		return err
 	}
-	if t.sqlTx != nil {
-		if err := t.sqlTx.Commit(); err != nil {
-			return err
-		}
-	} else if err := t.end("COMMIT"); err != nil {
+	var err error
+	switch tx := t.tx.(type) {
+	case *sql.Tx:
+		err = tx.Commit()
+	case *sql.Conn:
+		err = endSQLite(tx, "COMMIT")
+	}
+	if err != nil {
 		return err
 	}
 	for _, f := range t.after {
@@ -378,32 +379,33 @@ func (t *Tx) commit(ctx context.Context) error {
 
 // rollback ends the transaction without committing it.
 func (t *Tx) rollback() {
-	if t.sqlTx != nil {
-		t.sqlTx.Rollback()
-		return
+	switch tx := t.tx.(type) {
+	case *sql.Tx:
+		tx.Rollback()
+	case *sql.Conn:
+		endSQLite(tx, "ROLLBACK")
 	}
-	t.end("ROLLBACK")
 }
 
-// end ends a SQLite transaction with stmt (COMMIT or ROLLBACK) and gives the
-// write connection back to the pool. A COMMIT that fails can leave the
-// transaction open (a deferred constraint, a full disk), so it is rolled
-// back; a ROLLBACK fails harmlessly when SQLite has already rolled the
-// transaction back itself. Should a transaction still be open even so, the
-// connection is closed rather than reused.
-func (t *Tx) end(stmt string) error {
+// endSQLite ends the transaction on the write connection conn with stmt
+// (COMMIT or ROLLBACK) and gives conn back to the pool. A COMMIT that fails
+// can leave the transaction open (a deferred constraint, a full disk), so it
+// is rolled back; a ROLLBACK fails harmlessly when SQLite has already rolled
+// the transaction back itself. Should a transaction still be open even so,
+// the connection is closed rather than reused.
+func endSQLite(conn *sql.Conn, stmt string) error {
 	ctx := context.Background()
-	_, err := t.conn.ExecContext(ctx, stmt)
+	_, err := conn.ExecContext(ctx, stmt)
 	if err != nil {
-		t.conn.ExecContext(ctx, "ROLLBACK")
-		t.conn.Raw(func(c any) error {
+		conn.ExecContext(ctx, "ROLLBACK")
+		conn.Raw(func(c any) error {
 			if sc, ok := c.(*sqlite3.SQLiteConn); ok && !sc.AutoCommit() {
 				return driver.ErrBadConn // database/sql closes it
 			}
 			return nil
 		})
 	}
-	t.conn.Close()
+	conn.Close()
 	return err
 }
 
