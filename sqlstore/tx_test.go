@@ -8,6 +8,19 @@ import (
 	"time"
 )
 
+// orphanRecipient is work whose every statement succeeds and whose COMMIT
+// fails: it inserts a recipient of a tenant that does not exist, with the
+// foreign key checked only at the commit.
+func orphanRecipient(tx *Tx) error {
+	ctx := context.Background()
+	if _, err := tx.exec(ctx, `PRAGMA defer_foreign_keys = ON`); err != nil {
+		return err
+	}
+	_, err := tx.exec(ctx, `INSERT INTO recipients (tenant_id, environment, number, opted_out, first_seen_at, updated_at)
+		VALUES ('no-such-tenant', 'live', '+15005550000', 0, 0, 0)`)
+	return err
+}
+
 // A SQLite transaction runs on the write connection taken from the pool.
 // When its COMMIT fails and leaves the transaction open (here a deferred
 // foreign key), it must be rolled back before the connection goes back:
@@ -16,15 +29,7 @@ import (
 func TestFailedCommitLeavesNoTransactionOpen(t *testing.T) {
 	ctx := context.Background()
 	db := openTestDB(t, testSQLiteURL(t))
-	err := db.inTx(ctx, func(tx *Tx) error {
-		if _, err := tx.exec(ctx, `PRAGMA defer_foreign_keys = ON`); err != nil {
-			return err
-		}
-		_, err := tx.exec(ctx, `INSERT INTO recipients (tenant_id, environment, number, opted_out, first_seen_at, updated_at)
-			VALUES ('no-such-tenant', 'live', '+15005550000', 0, 0, 0)`)
-		return err
-	})
-	if err == nil {
+	if err := db.inTx(ctx, orphanRecipient); err == nil {
 		t.Fatal("commit of a row whose tenant does not exist succeeded")
 	}
 	for i := 0; i < 3; i++ { // the pool has one write connection: each reuses it
@@ -79,14 +84,6 @@ func TestBatchCommitFailureIsolated(t *testing.T) {
 	ctx := context.Background()
 	db := openTestDB(t, testSQLiteURL(t))
 	insert := probeInserts(t, db)
-	orphan := func(tx *Tx) error { // passes every statement, fails the COMMIT
-		if _, err := tx.exec(ctx, `PRAGMA defer_foreign_keys = ON`); err != nil {
-			return err
-		}
-		_, err := tx.exec(ctx, `INSERT INTO recipients (tenant_id, environment, number, opted_out, first_seen_at, updated_at)
-			VALUES ('no-such-tenant', 'live', '+15005550000', 0, 0, 0)`)
-		return err
-	}
 	// The first caller holds the writer until the others are queued, so
 	// that they share its transaction.
 	started, release := make(chan struct{}), make(chan struct{})
@@ -100,7 +97,7 @@ func TestBatchCommitFailureIsolated(t *testing.T) {
 		})
 	})
 	<-started
-	wg.Go(func() { errs[1] = db.Write(ctx, orphan) })
+	wg.Go(func() { errs[1] = db.Write(ctx, orphanRecipient) })
 	for len(db.batch.queue) < 1 {
 		time.Sleep(time.Millisecond)
 	}
