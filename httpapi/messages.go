@@ -182,7 +182,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, p *auth.Pri
 	}
 
 	var req sendRequest
-	if err := decodeBytes(raw, &req); err != nil {
+	if err := decodeSend(raw, &req); err != nil {
 		return err
 	}
 	data, err := req.validate()
