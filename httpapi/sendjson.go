@@ -18,8 +18,8 @@ func decodeSend(raw []byte, req *sendRequest) error {
 
 // sendFast fills req from a JSON object whose members are all strings
 // without escapes, control characters or invalid UTF-8, each of to, body,
-// template, channel or from at most once. It reports false, leaving req in
-// any state, for every other body.
+// template, channel or from at most once; req must be empty on entry. It
+// reports false, leaving req in any state, for every other body.
 func sendFast(raw []byte, req *sendRequest) bool {
 	text := string(raw) // one copy; the fields are slices of it
 	i := skipSpace(raw, 0)
