@@ -12,16 +12,17 @@ func decodeSend(raw []byte, req *sendRequest) error {
 	if sendFast(raw, req) {
 		return nil
 	}
-	*req = sendRequest{}
 	return decodeBytes(raw, req)
 }
 
 // sendFast fills req from a JSON object whose members are all strings
 // without escapes, control characters or invalid UTF-8, each of to, body,
-// template, channel or from at most once; req must be empty on entry. It
-// reports false, leaving req in any state, for every other body.
+// template, channel or from at most once. For every other body it reports
+// false and leaves req as it was.
 func sendFast(raw []byte, req *sendRequest) bool {
-	text := string(raw) // one copy; the fields are slices of it
+	// Where each field's content lies in raw, in the order of fields below
+	// (end 0: absent); the strings are made once the whole body is read.
+	var spans [5]struct{ start, end int }
 	i := skipSpace(raw, 0)
 	if i == len(raw) || raw[i] != '{' {
 		return false
@@ -42,39 +43,48 @@ func sendFast(raw []byte, req *sendRequest) bool {
 		if !ok {
 			return false
 		}
-		i = vEnd
-		key, val := text[k:kEnd-1], text[v:vEnd-1]
-		var field **string
-		switch key {
+		var f int
+		switch string(raw[k : kEnd-1]) {
 		case "to":
-			field = &req.To
+			f = 0
 		case "body":
-			field = &req.Body
+			f = 1
 		case "template":
-			field = &req.Template
+			f = 2
 		case "channel":
-			field = &req.Channel
+			f = 3
 		case "from":
-			field = &req.From
+			f = 4
 		default:
 			return false
 		}
-		if *field != nil {
+		if spans[f].end != 0 {
 			return false
 		}
-		*field = &val
-		if i = skipSpace(raw, i); i == len(raw) {
+		spans[f].start, spans[f].end = v, vEnd-1
+		if i = skipSpace(raw, vEnd); i == len(raw) {
 			return false
 		}
-		switch raw[i] {
-		case ',':
-			i = skipSpace(raw, i+1)
-		case '}':
-			return skipSpace(raw, i+1) == len(raw)
-		default:
+		if raw[i] == '}' {
+			break
+		}
+		if raw[i] != ',' {
 			return false
+		}
+		i = skipSpace(raw, i+1)
+	}
+	if skipSpace(raw, i+1) != len(raw) {
+		return false
+	}
+	text := string(raw) // one copy; the fields are slices of it
+	fields := [len(spans)]**string{&req.To, &req.Body, &req.Template, &req.Channel, &req.From}
+	for f, sp := range spans {
+		if sp.end != 0 {
+			v := text[sp.start:sp.end]
+			*fields[f] = &v
 		}
 	}
+	return true
 }
 
 // plainString finds the JSON string at raw[i] if it needs no decoding: no

@@ -38,6 +38,9 @@ func TestSendFast(t *testing.T) {
 		if want := i < 3; got != want {
 			t.Errorf("sendFast(%q) = %v, want %v", body, got, want)
 		}
+		if !got && !reflect.DeepEqual(req, sendRequest{}) {
+			t.Errorf("sendFast(%q) refused the body but set %s", body, show(req))
+		}
 	}
 	var req sendRequest
 	if !sendFast([]byte(sendFastSeeds[1]), &req) || *req.To != "+15005550006" || *req.Body != "héllo 😀" || req.Channel != nil {
