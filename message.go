@@ -21,6 +21,18 @@ const (
 // MaxBodyLength is the longest message or template body, in characters.
 const MaxBodyLength = 1600
 
+// Limits of the data object of a send or campaign, the template variables.
+// A value is at most as long as a message can be; keys longer than a
+// variable name can never be used; and the whole object is bounded, so no
+// request can make the service hold or render more than a few messages'
+// worth of text.
+const (
+	MaxDataKeys     = 100
+	MaxDataKeyLen   = 64            // bytes; the longest variable name
+	MaxDataValueLen = MaxBodyLength // characters
+	MaxDataBytes    = 32 << 10      // keys and values together, in bytes
+)
+
 // Message is one outbound or inbound message. Empty strings stand for null.
 type Message struct {
 	ID            string

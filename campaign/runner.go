@@ -23,7 +23,6 @@ import (
 	"log/slog"
 	"maps"
 	"time"
-	"unicode/utf8"
 
 	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/phonenum"
@@ -293,8 +292,8 @@ func (r *Runner) chunk(ctx context.Context, c *sb.Campaign, newContactLimit int,
 }
 
 func render(t *tmpl.Template, vars map[string]string) (string, bool) {
-	body, err := t.Render(vars)
-	if err != nil || body == "" || utf8.RuneCountInString(body) > sb.MaxBodyLength {
+	body, err := t.Render(vars) // bounded to a message's length
+	if err != nil || body == "" {
 		return "", false
 	}
 	return body, true

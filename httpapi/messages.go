@@ -124,13 +124,8 @@ func (req *sendRequest) validateContent() (data map[string]string, err error) {
 	case req.Data != nil && req.Template == nil:
 		return nil, sb.Invalid("data", "data is only used with template.")
 	}
-	data = make(map[string]string, len(req.Data))
-	for k, raw := range req.Data {
-		v, ok := scalarString(raw)
-		if !ok {
-			return nil, sb.Invalid("data."+k, "data.%s must be a string, number or boolean.", k)
-		}
-		data[k] = v
+	if data, err = templateData(req.Data); err != nil {
+		return nil, err
 	}
 	if req.Channel != nil {
 		switch *req.Channel {
@@ -138,6 +133,33 @@ func (req *sendRequest) validateContent() (data map[string]string, err error) {
 		default:
 			return nil, sb.Invalid("channel", `channel must be "sms", "chat" or "auto".`)
 		}
+	}
+	return data, nil
+}
+
+// templateData checks the data object against its limits and returns it as
+// template text.
+func templateData(raw map[string]json.RawMessage) (map[string]string, error) {
+	if len(raw) > sb.MaxDataKeys {
+		return nil, sb.Invalid("data", "data may have at most %d keys.", sb.MaxDataKeys)
+	}
+	data := make(map[string]string, len(raw))
+	total := 0
+	for k, r := range raw {
+		if len(k) > sb.MaxDataKeyLen {
+			return nil, sb.Invalid("data", "The keys of data are variable names of at most %d characters.", sb.MaxDataKeyLen)
+		}
+		v, ok := scalarString(r)
+		if !ok {
+			return nil, sb.Invalid("data."+k, "data.%s must be a string, number or boolean.", k)
+		}
+		if len(v) > sb.MaxDataValueLen && utf8.RuneCountInString(v) > sb.MaxDataValueLen {
+			return nil, sb.Invalid("data."+k, "data.%s must be at most %d characters.", k, sb.MaxDataValueLen)
+		}
+		if total += len(k) + len(v); total > sb.MaxDataBytes {
+			return nil, sb.Invalid("data", "data may hold at most %d bytes of keys and values.", sb.MaxDataBytes)
+		}
+		data[k] = v
 	}
 	return data, nil
 }
@@ -341,15 +363,15 @@ func (s *Server) render(ctx context.Context, p *auth.Principal, name string, dat
 	}
 	body, err := parsed.Render(data)
 	var missing *tmpl.MissingVarError
-	if errors.As(err, &missing) {
+	var tooLong *tmpl.TooLongError
+	switch {
+	case errors.As(err, &missing):
 		return "", &sb.Error{Code: sb.CodeMissingTemplateVar, Message: fmt.Sprintf("The template needs a value for {{%s}} in data.", missing.Name),
 			Details: map[string]any{"field": "data." + missing.Name}}
-	}
-	if err != nil {
+	case errors.As(err, &tooLong):
+		return "", sb.Invalid("data", "The rendered message would be longer than %d characters.", tooLong.Limit)
+	case err != nil:
 		return "", err
-	}
-	if utf8.RuneCountInString(body) > sb.MaxBodyLength {
-		return "", sb.Invalid("data", "The rendered message is longer than %d characters.", sb.MaxBodyLength)
 	}
 	return body, nil
 }

@@ -17,7 +17,10 @@
 // Keys of the data that the template does not use are ignored; a variable
 // with no key in the data is an error (*MissingVarError), while an empty
 // string is a valid value. Values are inserted as they are: they are not
-// escaped and are not themselves parsed as templates.
+// escaped and are not themselves parsed as templates. The output is held to
+// MaxBodyLen characters like a body: Render measures it before it allocates
+// anything and stops counting as soon as it passes the limit
+// (*TooLongError), so no data can make it use more memory than a message.
 package tmpl
 
 import (
@@ -114,6 +117,18 @@ func (e *MissingVarError) Error() string {
 	return fmt.Sprintf("tmpl: no value for variable %q", e.Name)
 }
 
+// TooLongError is returned by Render when the output would have more than
+// Limit characters. Render finds it out before building the output.
+type TooLongError struct {
+	// Limit is the most characters the output may have (MaxBodyLen).
+	Limit int
+}
+
+// Error says the rendered text would be too long.
+func (e *TooLongError) Error() string {
+	return fmt.Sprintf("the rendered text would be longer than %d characters", e.Limit)
+}
+
 // Template is a parsed template body. It is immutable, so one Template may
 // be rendered from many goroutines at once. The zero Template is an empty
 // template that renders to "".
@@ -126,8 +141,9 @@ type Template struct {
 	refs []string
 	// vars holds the distinct names in order of first use.
 	vars []string
-	// size is the total length of text, to size the rendered output.
-	size int
+	// size is the total length of text in bytes, to size the rendered
+	// output, and runes in characters, to bound it.
+	size, runes int
 }
 
 // Parse checks body against the template language and returns the parsed
@@ -176,6 +192,9 @@ func Parse(body string) (*Template, error) {
 	}
 	t.text = append(t.text, body[lit:])
 	t.size += len(body) - lit
+	for _, s := range t.text {
+		t.runes += utf8.RuneCountInString(s)
+	}
 	return t, nil
 }
 
@@ -267,7 +286,10 @@ func (t *Template) Variables() []string {
 // its variable in data. Keys of data that the template does not use are
 // ignored. If a variable has no key in data, Render returns a
 // *MissingVarError naming the first such variable in template order; an
-// empty string counts as a value.
+// empty string counts as a value. If the output would have more than
+// MaxBodyLen characters, Render returns a *TooLongError; it reads at most
+// MaxBodyLen characters' worth of each value to find out, and allocates
+// only once the output is known to fit.
 func (t *Template) Render(data map[string]string) (string, error) {
 	if len(t.refs) == 0 {
 		if len(t.text) == 0 {
@@ -275,13 +297,20 @@ func (t *Template) Render(data map[string]string) (string, error) {
 		}
 		return t.text[0], nil
 	}
-	size := t.size
 	for _, name := range t.refs {
-		v, ok := data[name]
-		if !ok {
+		if _, ok := data[name]; !ok {
 			return "", &MissingVarError{Name: name}
 		}
+	}
+	size, runes := t.size, t.runes
+	for _, name := range t.refs {
+		v := data[name]
+		n, ok := runesUpTo(v, MaxBodyLen-runes)
+		if !ok {
+			return "", &TooLongError{Limit: MaxBodyLen}
+		}
 		size += len(v)
+		runes += n
 	}
 	var b strings.Builder
 	b.Grow(size)
@@ -291,6 +320,26 @@ func (t *Template) Render(data map[string]string) (string, error) {
 	}
 	b.WriteString(t.text[len(t.refs)])
 	return b.String(), nil
+}
+
+// runesUpTo returns the number of characters in s and true when there are
+// at most max of them; otherwise false, having read no further than the
+// character past max.
+func runesUpTo(s string, max int) (int, bool) {
+	if max < 0 {
+		return 0, false
+	}
+	if len(s) <= max { // every character has at least one byte
+		return utf8.RuneCountInString(s), true
+	}
+	n := 0
+	for range s {
+		if n == max {
+			return 0, false
+		}
+		n++
+	}
+	return n, true
 }
 
 // Variables parses body and returns the distinct variable names it uses, in

@@ -3,6 +3,7 @@ package tmpl
 import (
 	"errors"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -390,5 +391,67 @@ func BenchmarkRender(b *testing.B) {
 		if _, err := tm.Render(data); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestRenderTooLong(t *testing.T) {
+	tm, err := Parse(strings.Repeat("{{a}}", 320)) // 1,600 characters
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		value string
+		ok    bool
+	}{
+		{"12345", true},   // 1,600 characters out
+		{"1234é", true},   // characters, not bytes
+		{"123456", false}, // 1,920
+		{"", true},
+		{strings.Repeat("x", 1<<16), false},
+	} {
+		out, err := tm.Render(map[string]string{"a": tt.value})
+		var tooLong *TooLongError
+		switch {
+		case tt.ok && (err != nil || utf8.RuneCountInString(out) != 320*utf8.RuneCountInString(tt.value)):
+			t.Errorf("Render(a=%.10q) = %d characters, %v; want %d", tt.value, utf8.RuneCountInString(out), err, 320*len(tt.value))
+		case !tt.ok && (!errors.As(err, &tooLong) || tooLong.Limit != MaxBodyLen || out != ""):
+			t.Errorf("Render(a=%.10q) = %d characters, %v; want TooLongError{%d}", tt.value, len(out), err, MaxBodyLen)
+		}
+	}
+	// Text and values together: 1,595 characters of text and one {{a}}.
+	tm, _ = Parse(strings.Repeat("y", 1595) + "{{a}}")
+	if _, err := tm.Render(map[string]string{"a": "12345"}); err != nil {
+		t.Errorf("1,600 characters: %v", err)
+	}
+	if _, err := tm.Render(map[string]string{"a": "123456"}); err == nil {
+		t.Errorf("1,601 characters rendered")
+	}
+	// A missing variable is reported before the length.
+	tm, _ = Parse("{{a}}{{b}}")
+	if _, err := tm.Render(map[string]string{"a": strings.Repeat("x", 2000)}); !errors.As(err, new(*MissingVarError)) {
+		t.Errorf("missing b with a too long: %v, want MissingVarError", err)
+	}
+}
+
+// TestRenderTooLongAllocatesNothing is the security review's attack: a
+// template repeating one variable 320 times with a large value. Rendering
+// must find out that the output is too long before it allocates for it.
+func TestRenderTooLongAllocatesNothing(t *testing.T) {
+	tm, err := Parse(strings.Repeat("{{a}}", 320))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := map[string]string{"a": strings.Repeat("x", 1<<16)}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 20 {
+		if _, err := tm.Render(data); err == nil {
+			t.Fatal("rendered")
+		}
+	}
+	runtime.ReadMemStats(&after)
+	// Rendering in full would be 20 MiB a call.
+	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<10 {
+		t.Fatalf("20 refused renders allocated %d bytes, want under 64 KiB", got)
 	}
 }
