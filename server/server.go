@@ -1,0 +1,217 @@
+// Package server wires Switchboard together: it opens the store, builds the
+// HTTP API, starts the delivery, webhook and campaign workers, and serves
+// until its context ends. cmd/switchboard, the end-to-end tests and the
+// benchmarks all start the service through Run; nothing here parses flags.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	sb "github.com/switchboard/switchboard"
+	"github.com/switchboard/switchboard/auth"
+	"github.com/switchboard/switchboard/campaign"
+	"github.com/switchboard/switchboard/delivery"
+	"github.com/switchboard/switchboard/httpapi"
+	"github.com/switchboard/switchboard/ratelimit"
+	"github.com/switchboard/switchboard/simulator"
+	"github.com/switchboard/switchboard/sqlstore"
+	"github.com/switchboard/switchboard/webhook"
+	"github.com/switchboard/switchboard/webhook/ssrf"
+)
+
+// Config is everything a node needs; `switchboard serve` fills it from its
+// flags. Zero durations take the defaults of serve.
+type Config struct {
+	// Addr is the listen address (host:port; port 0 picks one, which the
+	// "listening" log line reports).
+	Addr string
+	// Database is sqlite:PATH or postgres://...
+	Database string
+	// PlansFile, when set, is a JSON file overriding per-plan limits.
+	PlansFile string
+	// LogLevel is debug, info, warn or error; logs are JSON lines on Log.
+	LogLevel string
+	Log      io.Writer
+	// RedisURL, when set, shares rate limits between nodes through Redis.
+	RedisURL string
+	// AllowPrivateWebhooks allows webhook urls on loopback and private
+	// networks (development and tests).
+	AllowPrivateWebhooks bool
+	ShutdownTimeout      time.Duration
+	// DeliveryLease is how long a node reserves a claimed message.
+	DeliveryLease time.Duration
+	// DebugAddr, when set, serves pprof there.
+	DebugAddr string
+	// Identity-provider tokens: an HS256 secret or a JWKS file, with the
+	// required issuer and audience.
+	IdPSecret, IdPJWKS     string
+	IdPIssuer, IdPAudience string
+}
+
+func (c *Config) defaults() {
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "info"
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 10 * time.Second
+	}
+	if c.DeliveryLease == 0 {
+		c.DeliveryLease = 30 * time.Second
+	}
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})), nil
+}
+
+// Run serves until ctx ends, then shuts down gracefully.
+func Run(ctx context.Context, c Config) error {
+	c.defaults()
+	log, err := newLogger(c.Log, c.LogLevel)
+	if err != nil {
+		return err
+	}
+	slog.SetDefault(log)
+	plans, err := sb.LoadPlans(c.PlansFile)
+	if err != nil {
+		return err
+	}
+	db, err := sqlstore.Open(ctx, c.Database)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	var limiter ratelimit.Limiter = ratelimit.NewMemory(nil)
+	if c.RedisURL != "" {
+		opt, err := redis.ParseURL(c.RedisURL)
+		if err != nil {
+			return fmt.Errorf("--redis-url: %w", err)
+		}
+		rc := redis.NewClient(opt)
+		defer rc.Close()
+		limiter = ratelimit.NewRedis(rc)
+	}
+
+	if db.Dialect() == sqlstore.SQLite {
+		// One process owns a SQLite file: leases held by a process that
+		// died are void, so its claimed messages are due again now.
+		if err := db.ReleaseLeases(ctx, time.Now()); err != nil {
+			return err
+		}
+		if err := db.ReleaseDeliveryLeases(ctx, time.Now()); err != nil {
+			return err
+		}
+	}
+	sim := simulator.New(0)
+	defer sim.Close()
+
+	authn := auth.New(db, plans, nil)
+	if c.IdPSecret != "" || c.IdPJWKS != "" {
+		idp := &auth.IdentityProvider{Secret: []byte(c.IdPSecret), Issuer: c.IdPIssuer, Audience: c.IdPAudience, Leeway: 30 * time.Second}
+		if c.IdPJWKS != "" {
+			if idp.Keys, err = auth.LoadJWKS(c.IdPJWKS); err != nil {
+				return err
+			}
+		}
+		authn.UseIdentityProvider(idp)
+	}
+	api, err := httpapi.New(httpapi.Config{
+		Store:      db,
+		Auth:       authn,
+		Meter:      auth.NewMeter(db),
+		Limiter:    limiter,
+		Plans:      plans,
+		Provider:   sim,
+		URLChecker: &ssrf.Guard{AllowPrivate: c.AllowPrivateWebhooks},
+	})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+
+	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { api.Background(bgCtx) })
+	wg.Go(func() {
+		delivery.New(db, sim, delivery.Options{Lease: c.DeliveryLease, OutcomeTimeout: c.DeliveryLease}).Run(bgCtx)
+	})
+	wg.Go(func() { webhook.New(db, webhook.Options{AllowPrivate: c.AllowPrivateWebhooks}).Run(bgCtx) })
+	wg.Go(func() { campaign.New(db, sim, plans, campaign.Options{}).Run(bgCtx) })
+	wg.Go(func() {
+		db.ListenAuth(bgCtx, func(inv sqlstore.Invalidation) {
+			switch {
+			case inv.Reset:
+				authn.Reset()
+			case inv.KeyHash != "":
+				authn.ForgetKey(inv.KeyHash)
+			case inv.TenantID != "":
+				authn.ForgetTenant(inv.TenantID)
+			}
+		})
+	})
+
+	if c.DebugAddr != "" {
+		dbg := &http.Server{Addr: c.DebugAddr, Handler: pprofMux(), ReadHeaderTimeout: 10 * time.Second}
+		go dbg.ListenAndServe()
+		defer dbg.Close()
+	}
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String(), "database", db.Dialect().String())
+
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		log.Info("shutting down")
+		sctx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
+		err = srv.Shutdown(sctx)
+		cancel()
+	}
+	stopBg()
+	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// pprofMux serves the runtime profiles, for --debug-addr only.
+func pprofMux() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
