@@ -33,6 +33,7 @@ const (
 	CodeCampaignNotFound     Code = "CAMPAIGN_NOT_FOUND"
 	CodeDuplicateContact     Code = "DUPLICATE_CONTACT"
 	CodeDuplicateTemplate    Code = "DUPLICATE_TEMPLATE"
+	CodeDuplicatePhone       Code = "DUPLICATE_PHONE"
 	CodeIdempotencyConflict  Code = "IDEMPOTENCY_CONFLICT"
 	CodeCampaignNotDraft     Code = "CAMPAIGN_NOT_DRAFT"
 	CodeDetectionUnavailable Code = "DETECTION_UNAVAILABLE"

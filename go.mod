@@ -3,6 +3,7 @@ module github.com/switchboard/switchboard
 go 1.26.8
 
 require (
+	github.com/android-sms-gateway/client-go v1.9.5 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/getkin/kin-openapi v0.152.0 // indirect

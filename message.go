@@ -2,6 +2,7 @@ package switchboard
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 )
@@ -49,12 +50,21 @@ type Message struct {
 	Template      string
 	CampaignID    string
 	PhoneID       string
-	CreatedAt     time.Time
-	ScheduledAt   *time.Time
-	SentAt        *time.Time
-	DeliveredAt   *time.Time
-	FailedAt      *time.Time
-	Attempts      int
+	// PhoneKind is the kind of the phone the message goes out from, which
+	// decides how it is delivered (see ViaDevice).
+	PhoneKind string
+	// ExternalID is the message's id at the provider or device that
+	// reported it (an inbound text's callback id), unique per phone.
+	ExternalID string
+	// ValidUntil is when a message handed to a device stops being valid
+	// there (the device will not send it after).
+	ValidUntil  *time.Time
+	CreatedAt   time.Time
+	ScheduledAt *time.Time
+	SentAt      *time.Time
+	DeliveredAt *time.Time
+	FailedAt    *time.Time
+	Attempts    int
 }
 
 // Send is an outbound message ready to be accepted: validated, rendered, its
@@ -65,6 +75,10 @@ type Send struct {
 	Message *Message
 	// From, when set, is the only phone number the message may use.
 	From string
+	// Auto is set when the sender asked for channel auto: a message that
+	// detection sent to chat goes by sms when no phone that sends chat can
+	// take it.
+	Auto bool
 	// NewContactLimit is the tenant's daily limit of first-time recipients.
 	NewContactLimit int
 	// Idempotency, when set, stores the answer under the key in the same
@@ -113,21 +127,63 @@ type Handoff struct {
 	OutcomeBy time.Time
 }
 
-// Provider delivers messages: the built-in simulator, or a carrier adapter.
-// Every call names the message id so a provider can deduplicate a message
-// handed over twice (after a crash between hand-off and bookkeeping).
+// Provider delivers the messages handed to it: the built-in simulator, or a
+// carrier link. Every call names the message id so a provider can
+// deduplicate a message handed over twice (after a crash between hand-off
+// and bookkeeping). Messages of android phones are not handed to a
+// provider: their devices take them (see ViaDevice).
 type Provider interface {
-	// Detect returns the channel (ChannelChat or ChannelSMS) that number can
-	// receive, or DETECTION_UNAVAILABLE.
-	Detect(ctx context.Context, tenantID, number string) (string, error)
-	// ChatAvailable returns nil, or CHANNEL_UNAVAILABLE while the chat
-	// engine is down.
-	ChatAvailable(ctx context.Context, tenantID string) error
 	// Send hands one message over. The outcome arrives later on Outcomes.
 	Send(ctx context.Context, m *Message) error
 	// Outcomes delivers the outcome of every message handed over.
 	Outcomes() <-chan Outcome
 }
+
+// Device states (the app's ProcessingState) that a device reports about a
+// message it was handed. Any other state name is ignored.
+const (
+	DevicePending   = "Pending"
+	DeviceProcessed = "Processed"
+	DeviceSent      = "Sent"
+	DeviceDelivered = "Delivered"
+	DeviceFailed    = "Failed"
+)
+
+// DeviceStateRank orders device states: a report never moves a message to
+// a lower rank. Unknown states rank 0.
+func DeviceStateRank(state string) int {
+	switch state {
+	case DevicePending:
+		return 1
+	case DeviceProcessed:
+		return 2
+	case DeviceSent:
+		return 3
+	case DeviceDelivered, DeviceFailed:
+		return 4
+	}
+	return 0
+}
+
+// DeviceReport is what a device says about one message it holds.
+type DeviceReport struct {
+	MessageID string
+	State     string
+	// Error is the recipient's error of a Failed report.
+	Error string
+	// At is when the device says the state was reached, and SentAt when
+	// it says the message was sent; zero when it did not say.
+	At, SentAt time.Time
+}
+
+// ErrAlreadyStored is returned for an inbound text whose ExternalID its
+// phone already has: the device sent the same callback again.
+var ErrAlreadyStored = errors.New("the inbound text is already stored")
+
+// DeviceTTLExpired is the error the app reports, as Failed, for a message
+// it did not send because its validUntil had passed: the message was not
+// sent, so it goes to another phone instead of failing.
+const DeviceTTLExpired = "TTL expired"
 
 // Opt-out keywords (contract section 4): the whole inbound body, trimmed,
 // case-insensitive.

@@ -1,6 +1,11 @@
 package switchboard
 
-import "time"
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+)
 
 // Phone states and channels.
 const (
@@ -12,15 +17,64 @@ const (
 	ChannelAuto = "auto"
 )
 
-// Phone is one of a tenant's sending numbers. DailyLimit 0 means no limit.
+// Phone kinds (contract section 8): what delivers the messages a phone
+// sends. Test messages always go to the simulator, whatever the kind.
+const (
+	// PhoneSimulated phones are served by the built-in simulator.
+	PhoneSimulated = "simulated"
+	// PhoneAndroid phones are real Android phones running the app "SMS
+	// Gateway for Android", which take their messages over the device
+	// protocol (a pull: the device asks for them).
+	PhoneAndroid = "android"
+)
+
+// Phone is one of a tenant's sending numbers.
 type Phone struct {
-	ID         string
-	TenantID   string
-	Number     string
+	ID       string
+	TenantID string
+	Number   string
+	Kind     string
+	// DailyLimit is the most messages a day (UTC); 0 means no limit.
 	DailyLimit int
-	Channels   []string
-	Status     string
-	CreatedAt  time.Time
+	// RateLimit is the most messages a minute handed to the phone's
+	// device; 0 means no limit.
+	RateLimit int
+	Channels  []string
+	// Status is the operator's switch: an offline phone takes no message,
+	// whatever its device does (see Routing.Online).
+	Status string
+	// SimNumber is the SIM (1 to 3) an android phone sends with; 0 lets
+	// the phone choose.
+	SimNumber  int
+	LastSeenAt *time.Time
+	// Device is the paired device of an android phone, or nil.
+	Device    *Device
+	CreatedAt time.Time
+	// SentToday is read with the phone: the messages counted against its
+	// daily limit today (UTC), in the reader's environment.
+	SentToday int64
+}
+
+// DeviceCredentials are what pairing gives a device: the token of its
+// requests and the secret of its inbound callback URL. Only their hashes
+// are stored.
+type DeviceCredentials struct {
+	Token         string
+	InboundSecret string
+}
+
+// PhonePatch changes a phone's limits: a nil field stays as it is, a
+// pointer to 0 removes the limit.
+type PhonePatch struct {
+	DailyLimit *int
+	RateLimit  *int
+}
+
+// Device is the Android phone paired with a Phone.
+type Device struct {
+	ID       string
+	Name     string
+	PairedAt time.Time
 }
 
 // HasChannel reports whether the phone can send on channel.
@@ -31,4 +85,130 @@ func (p *Phone) HasChannel(channel string) bool {
 		}
 	}
 	return false
+}
+
+// Routing holds the rules that decide which phone a message goes out from.
+// They are the service's rules, kept out of the store so that the store,
+// the device sweeper and a plain unit test use the same ones.
+type Routing struct {
+	// OfflineAfter is how long an android phone stays online after its
+	// device was last seen (a request, or a beat of its open event
+	// stream).
+	OfflineAfter time.Duration
+}
+
+// DefaultPhoneOfflineAfter is the default of Routing.OfflineAfter.
+const DefaultPhoneOfflineAfter = 2 * time.Minute
+
+// Online reports whether p can take messages at now: the operator has not
+// switched it off and, for an android phone, a paired device was seen
+// within OfflineAfter.
+func (r Routing) Online(p *Phone, now time.Time) bool {
+	if p.Status != PhoneOnline {
+		return false
+	}
+	if p.Kind != PhoneAndroid {
+		return true
+	}
+	after := r.OfflineAfter
+	if after <= 0 {
+		after = DefaultPhoneOfflineAfter
+	}
+	return p.Device != nil && p.LastSeenAt != nil && now.Sub(*p.LastSeenAt) < after
+}
+
+// Status is the status a phone shows at now: online or offline.
+func (r Routing) Status(p *Phone, now time.Time) string {
+	if r.Online(p, now) {
+		return PhoneOnline
+	}
+	return PhoneOffline
+}
+
+// PhoneUse is a phone with the messages already counted against its daily
+// limit on the day in question.
+type PhoneUse struct {
+	Phone *Phone
+	Used  int64
+}
+
+// Usable reports whether u's phone can take one more message on channel
+// at now.
+func (r Routing) Usable(u PhoneUse, channel string, now time.Time) bool {
+	p := u.Phone
+	return r.Online(p, now) && p.HasChannel(channel) && (p.DailyLimit <= 0 || u.Used < int64(p.DailyLimit))
+}
+
+// PickPhone chooses a message's phone among usable ones: the phone whose
+// number is from, when from is set (nil if it is not usable); else the
+// recipient's own phone (sticky: the one that first wrote to it or was
+// first used for it) while it is usable; else the least used today, the
+// oldest phone on a tie.
+func PickPhone(usable []PhoneUse, from, sticky string) *PhoneUse {
+	if from != "" {
+		for i := range usable {
+			if usable[i].Phone.Number == from {
+				return &usable[i]
+			}
+		}
+		return nil
+	}
+	var chosen *PhoneUse
+	for i := range usable {
+		u := &usable[i]
+		if u.Phone.ID == sticky && sticky != "" {
+			return u
+		}
+		if chosen == nil || u.Used < chosen.Used {
+			chosen = u
+		}
+	}
+	return chosen
+}
+
+// ViaDevice reports whether m is delivered by its phone's device (pulled
+// over the device protocol) rather than handed to a provider: a live
+// message from an android phone.
+func (m *Message) ViaDevice() bool { return m.Env == Live && m.PhoneKind == PhoneAndroid }
+
+// Pairing is a one-time code that pairs a device with an android phone.
+type Pairing struct {
+	Code      string
+	ExpiresAt time.Time
+}
+
+// PairingTTL is how long a pairing code is valid.
+const PairingTTL = 15 * time.Minute
+
+// NewPairing returns a fresh code of 8 digits (the app's field takes
+// digits only) valid from now for PairingTTL.
+func NewPairing(now time.Time) (*Pairing, error) {
+	code, err := randomDigits(rand.Reader, 8)
+	if err != nil {
+		return nil, err
+	}
+	return &Pairing{Code: code, ExpiresAt: now.Add(PairingTTL)}, nil
+}
+
+// NewDeviceToken returns a random token for a paired device.
+func NewDeviceToken() (string, error) { return randomAlnum(rand.Reader, 40) }
+
+// NewDeviceID returns a random device id of 21 characters, the length of
+// the ids the app's own server gives.
+func NewDeviceID() (string, error) { return randomAlnum(rand.Reader, 21) }
+
+// InboundSecret returns the secret in the inbound callback URL of the
+// device whose token is token. It is derived from the token, which the
+// device presents whenever it asks for the URL, so that only hashes of
+// both need to be stored; it does not reveal the token.
+func InboundSecret(token string) string {
+	sum := sha256.Sum256([]byte("switchboard inbound callback:" + token))
+	return hex.EncodeToString(sum[:20])
+}
+
+// HashSecret returns the stored form of a pairing code, device token or
+// inbound secret: its SHA-256, in hex. Only the hash is stored.
+func HashSecret(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }

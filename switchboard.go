@@ -61,6 +61,27 @@ func randomAlnum(r io.Reader, n int) (string, error) {
 	return string(out), nil
 }
 
+// randomDigits returns n decimal digits from a CSPRNG without modulo bias.
+func randomDigits(r io.Reader, n int) (string, error) {
+	out := make([]byte, 0, n)
+	buf := make([]byte, n*2)
+	for len(out) < n {
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		for _, b := range buf {
+			if b >= 250 { // reject to keep the distribution uniform
+				continue
+			}
+			out = append(out, '0'+b%10)
+			if len(out) == n {
+				break
+			}
+		}
+	}
+	return string(out), nil
+}
+
 // Micros converts t to Unix microseconds, the storage form of every timestamp.
 func Micros(t time.Time) int64 { return t.UnixMicro() }
 

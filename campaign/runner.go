@@ -25,8 +25,6 @@ import (
 	"time"
 
 	sb "github.com/switchboard/switchboard"
-	"github.com/switchboard/switchboard/phonenum"
-	"github.com/switchboard/switchboard/simulator"
 	"github.com/switchboard/switchboard/tmpl"
 )
 
@@ -82,7 +80,7 @@ func (o *Options) defaults() {
 // Runner runs the campaigns of every tenant on one node.
 type Runner struct {
 	store    Store
-	provider sb.Provider
+	provider Channels
 	plans    sb.Plans
 	opt      Options
 	now      func() time.Time
@@ -94,8 +92,17 @@ type Runner struct {
 	templates map[string]*tmpl.Template
 }
 
+// Channels answers a campaign's questions about its recipients: the
+// channel a number can receive, whether the chat engine is up, and quiet
+// hours.
+type Channels interface {
+	Detect(ctx context.Context, tenantID string, env sb.Environment, number string) (string, error)
+	ChatAvailable(ctx context.Context, tenantID string, env sb.Environment) error
+	QuietUntil(number string, now time.Time) (time.Time, bool)
+}
+
 // New returns a Runner.
-func New(store Store, provider sb.Provider, plans sb.Plans, opt Options) *Runner {
+func New(store Store, provider Channels, plans sb.Plans, opt Options) *Runner {
 	opt.defaults()
 	return &Runner{store: store, provider: provider, plans: plans, opt: opt, now: time.Now,
 		lists: map[string][]string{}, notBefore: map[string]time.Time{}, templates: map[string]*tmpl.Template{}}
@@ -262,7 +269,7 @@ func (r *Runner) chunk(ctx context.Context, c *sb.Campaign, newContactLimit int,
 		}
 	}
 	if c.Channel == sb.ChannelChat {
-		if err := r.provider.ChatAvailable(ctx, c.TenantID); err != nil {
+		if err := r.provider.ChatAvailable(ctx, c.TenantID, c.Env); err != nil {
 			return nil, err
 		}
 	}
@@ -286,7 +293,7 @@ func (r *Runner) chunk(ctx context.Context, c *sb.Campaign, newContactLimit int,
 		}
 		rc.Message = &sb.Message{ID: sb.NewID(), TenantID: c.TenantID, Env: c.Env, Direction: sb.Outbound, To: t.number,
 			Body: body, Channel: channel, Status: sb.StatusQueued, Template: c.Template, CampaignID: c.ID, CreatedAt: now}
-		rc.Quiet = quietHours(t.number, now)
+		rc.Quiet = r.quietHours(t.number, now)
 	}
 	return ch, nil
 }
@@ -305,7 +312,7 @@ func (r *Runner) channel(ctx context.Context, c *sb.Campaign, number string) (st
 	if c.Channel != sb.ChannelAuto {
 		return c.Channel, nil
 	}
-	ch, err := r.provider.Detect(ctx, c.TenantID, number)
+	ch, err := r.provider.Detect(ctx, c.TenantID, c.Env, number)
 	if sb.ErrorCode(err) == sb.CodeDetectionUnavailable {
 		return sb.ChannelSMS, nil
 	}
@@ -313,17 +320,13 @@ func (r *Runner) channel(ctx context.Context, c *sb.Campaign, number string) (st
 }
 
 // quietHours returns the recipient's quiet-hours rule, with the answer for
-// now worked out ahead of the transaction that uses it; nil for the
-// simulator's magic numbers, which are never quiet.
-func quietHours(number string, now time.Time) func(time.Time) (time.Time, bool) {
-	if simulator.IsMagic(number) {
-		return nil
-	}
-	until, quiet := phonenum.QuietUntil(number, now)
+// now worked out ahead of the transaction that uses it.
+func (r *Runner) quietHours(number string, now time.Time) func(time.Time) (time.Time, bool) {
+	until, quiet := r.provider.QuietUntil(number, now)
 	return func(t time.Time) (time.Time, bool) {
 		if t.Equal(now) {
 			return until, quiet
 		}
-		return phonenum.QuietUntil(number, t)
+		return r.provider.QuietUntil(number, t)
 	}
 }

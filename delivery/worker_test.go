@@ -59,7 +59,7 @@ func setup(t *testing.T, report bool) (*countingStore, *provider, string, func()
 		t.Fatal(err)
 	}
 	if err := db.AddPhone(ctx, &sb.Phone{ID: sb.NewID(), TenantID: tn.ID, Number: "+15550001234", Channels: []string{"sms"},
-		Status: sb.PhoneOnline, CreatedAt: now}); err != nil {
+		Status: sb.PhoneOnline, CreatedAt: now}, nil); err != nil {
 		t.Fatal(err)
 	}
 	store := &countingStore{DB: db}

@@ -29,6 +29,7 @@ var statusOf = map[sb.Code]int{
 	sb.CodeMethodNotAllowed:     http.StatusMethodNotAllowed,
 	sb.CodeDuplicateContact:     http.StatusConflict,
 	sb.CodeDuplicateTemplate:    http.StatusConflict,
+	sb.CodeDuplicatePhone:       http.StatusConflict,
 	sb.CodeIdempotencyConflict:  http.StatusConflict,
 	sb.CodeCampaignNotDraft:     http.StatusConflict,
 	sb.CodePayloadTooLarge:      http.StatusRequestEntityTooLarge,

@@ -16,7 +16,6 @@ import (
 	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/auth"
 	"github.com/switchboard/switchboard/phonenum"
-	"github.com/switchboard/switchboard/simulator"
 	"github.com/switchboard/switchboard/sqlstore"
 	"github.com/switchboard/switchboard/tmpl"
 )
@@ -27,7 +26,6 @@ type MessageStore interface {
 	Idempotency(ctx context.Context, tenantID string, env sb.Environment, key string, now time.Time) (*sb.IdempotencyRecord, error)
 	Recipient(ctx context.Context, tenantID string, env sb.Environment, number string) (known, optedOut bool, err error)
 	NewContactsToday(ctx context.Context, tenantID string, env sb.Environment, day string) (int64, error)
-	Phones(ctx context.Context, tenantID string) ([]*sb.Phone, error)
 	Message(ctx context.Context, tenantID string, env sb.Environment, id string) (*sb.Message, error)
 	Messages(ctx context.Context, tenantID string, env sb.Environment, f sb.MessageFilter, p sb.Page) ([]*sb.Message, error)
 	Inbound(ctx context.Context, m *sb.Message) error
@@ -241,11 +239,10 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, p *auth.Pri
 		}
 		return err
 	}
-	if !simulator.IsMagic(m.To) {
-		if until, quiet := phonenum.QuietUntil(m.To, now); quiet {
-			until = until.Truncate(time.Microsecond)
-			m.ScheduledAt = &until
-		}
+	send.Auto = channel == sb.ChannelAuto
+	if until, quiet := s.cfg.Channels.QuietUntil(m.To, now); quiet {
+		until = until.Truncate(time.Microsecond)
+		m.ScheduledAt = &until
 	}
 	status := http.StatusAccepted
 	if m.ScheduledAt != nil {
@@ -337,7 +334,7 @@ func replay(w http.ResponseWriter, prev, cur *sb.IdempotencyRecord) error {
 }
 
 func (s *Server) checkFrom(ctx context.Context, p *auth.Principal, from string) error {
-	phones, err := s.cfg.Store.Phones(ctx, p.Tenant.ID)
+	phones, err := s.cfg.Store.Phones(ctx, p.Tenant.ID, p.Env)
 	if err != nil {
 		return err
 	}
@@ -377,18 +374,34 @@ func (s *Server) render(ctx context.Context, p *auth.Principal, name string, dat
 }
 
 // resolveChannel returns the channel the message will use: chat only when
-// the chat engine is up, auto by detection.
+// the chat engine is up; for auto, what detection says, or sms when
+// detection is down and none of the tenant's phones sends chat anyway. The
+// store makes auto's chat sms when no phone that sends chat is available
+// (sb.Send.Auto).
 func (s *Server) resolveChannel(ctx context.Context, p *auth.Principal, to, channel string) (string, error) {
 	switch channel {
 	case sb.ChannelSMS:
 		return sb.ChannelSMS, nil
 	case sb.ChannelChat:
-		if err := s.cfg.Provider.ChatAvailable(ctx, p.Tenant.ID); err != nil {
+		if err := s.cfg.Channels.ChatAvailable(ctx, p.Tenant.ID, p.Env); err != nil {
 			return "", err
 		}
 		return sb.ChannelChat, nil
 	}
-	return s.cfg.Provider.Detect(ctx, p.Tenant.ID, to)
+	ch, err := s.cfg.Channels.Detect(ctx, p.Tenant.ID, p.Env, to)
+	if sb.ErrorCode(err) == sb.CodeDetectionUnavailable {
+		phones, perr := s.cfg.Store.Phones(ctx, p.Tenant.ID, p.Env)
+		if perr != nil {
+			return "", perr
+		}
+		for _, ph := range phones {
+			if ph.HasChannel(sb.ChannelChat) {
+				return "", err
+			}
+		}
+		return sb.ChannelSMS, nil
+	}
+	return ch, err
 }
 
 // precheck returns RECIPIENT_OPTED_OUT or NEW_CONTACT_LIMIT when either
@@ -479,7 +492,7 @@ func (s *Server) testInbound(w http.ResponseWriter, r *http.Request, p *auth.Pri
 	case req.To != nil && !phonenum.Valid(*req.To):
 		return sb.Errorf(sb.CodeInvalidPhoneNumber, "to must be an E.164 number: + and 10 to 15 digits.")
 	}
-	phones, err := s.cfg.Store.Phones(r.Context(), p.Tenant.ID)
+	phones, err := s.cfg.Store.Phones(r.Context(), p.Tenant.ID, p.Env)
 	if err != nil {
 		return err
 	}
@@ -493,6 +506,12 @@ func (s *Server) testInbound(w http.ResponseWriter, r *http.Request, p *auth.Pri
 	if phone == nil {
 		return sb.Invalid("to", "to must be one of your phone numbers.")
 	}
+	if p.Env == sb.Live && phone.Kind != sb.PhoneSimulated {
+		// A live text to a real phone comes from the phone itself: a live
+		// key may not make one up (and with it forge STOP or START, or
+		// make a number known).
+		return sb.Errorf(sb.CodeForbidden, "With a live key, simulated inbound texts can reach only simulated phones; %s is a real phone.", phone.Number)
+	}
 	now := s.now().UTC().Truncate(time.Microsecond)
 	m := &sb.Message{ID: sb.NewID(), TenantID: p.Tenant.ID, Env: p.Env, Direction: sb.Inbound, From: *req.From, To: phone.Number,
 		Body: *req.Body, Channel: sb.ChannelSMS, Status: sb.StatusReceived, PhoneID: phone.ID, CreatedAt: now}
@@ -503,16 +522,12 @@ func (s *Server) testInbound(w http.ResponseWriter, r *http.Request, p *auth.Pri
 	return nil
 }
 
-// ChatSwitch is the simulator's chat-engine switch.
-type ChatSwitch interface {
-	SetChatDown(tenantID string, down bool)
-}
-
 type simulatorRequest struct {
 	ChatEngine *string `json:"chat_engine"`
 }
 
-// testSimulator takes the tenant's simulated chat engine down or up.
+// testSimulator takes the simulated chat engine of the caller's tenant and
+// environment down or up: a test key's switch never reaches live traffic.
 func (s *Server) testSimulator(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	var req simulatorRequest
 	if err := decode(w, r, &req); err != nil {
@@ -521,11 +536,7 @@ func (s *Server) testSimulator(w http.ResponseWriter, r *http.Request, p *auth.P
 	if req.ChatEngine == nil || (*req.ChatEngine != "up" && *req.ChatEngine != "down") {
 		return sb.Invalid("chat_engine", `chat_engine must be "up" or "down".`)
 	}
-	sw, ok := s.cfg.Provider.(ChatSwitch)
-	if !ok {
-		return sb.Errorf(sb.CodeForbidden, "The simulator is not the provider of this server.")
-	}
-	sw.SetChatDown(p.Tenant.ID, *req.ChatEngine == "down")
+	s.cfg.Channels.SetChatDown(p.Tenant.ID, p.Env, *req.ChatEngine == "down")
 	writeData(w, http.StatusOK, map[string]string{"chat_engine": *req.ChatEngine})
 	return nil
 }

@@ -27,20 +27,37 @@ type Store interface {
 	WebhookStore
 	ContactStore
 	CampaignStore
+	PhoneStore
 }
 
 // Config wires a Server.
 type Config struct {
-	Store    Store
-	Auth     *auth.Authenticator
-	Meter    *auth.Meter
-	Limiter  ratelimit.Limiter
-	Plans    sb.Plans
-	Provider sb.Provider
+	Store   Store
+	Auth    *auth.Authenticator
+	Meter   *auth.Meter
+	Limiter ratelimit.Limiter
+	Plans   sb.Plans
+	// Channels answers the channel and quiet-hours questions of a send.
+	Channels Channels
+	// Routing decides the status a phone shows.
+	Routing sb.Routing
+	// Devices, when set, serves the device protocol of android phones
+	// under /api/mobile/v1/ (outside the envelope: it speaks the app's
+	// protocol).
+	Devices http.Handler
 	// URLChecker vets webhook urls at registration (SSRF).
 	URLChecker URLChecker
 	Metrics    *Metrics
 	Now        func() time.Time
+}
+
+// Channels answers a send's questions about channels and quiet hours, and
+// switches the simulated chat engine (POST /v1/test/simulator).
+type Channels interface {
+	Detect(ctx context.Context, tenantID string, env sb.Environment, number string) (string, error)
+	ChatAvailable(ctx context.Context, tenantID string, env sb.Environment) error
+	QuietUntil(number string, now time.Time) (time.Time, bool)
+	SetChatDown(tenantID string, env sb.Environment, down bool)
 }
 
 // Server is the HTTP API.
@@ -109,6 +126,17 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /v1/campaigns/{id}", s.authed(s.getCampaign))
 	s.mux.Handle("POST /v1/campaigns/{id}/launch", s.authed(s.launchCampaign))
 	s.mux.Handle("POST /v1/campaigns/{id}/cancel", s.authed(s.cancelCampaign))
+
+	s.mux.Handle("POST /v1/phones", s.authed(s.createPhone))
+	s.mux.Handle("GET /v1/phones", s.authed(s.listPhones))
+	s.mux.Handle("GET /v1/phones/{id}", s.authed(s.getPhone))
+	s.mux.Handle("PATCH /v1/phones/{id}", s.authed(s.updatePhone))
+	s.mux.Handle("DELETE /v1/phones/{id}", s.authed(s.deletePhone))
+	s.mux.Handle("POST /v1/phones/{id}/pairing", s.authed(s.pairPhone))
+
+	if s.cfg.Devices != nil {
+		s.mux.Handle(DevicePrefix, s.raw(s.cfg.Devices))
+	}
 
 	s.mux.Handle("POST /v1/test/inbound", s.authed(s.testInbound))
 	s.mux.Handle("POST /v1/test/simulator", s.authed(s.testSimulator))
@@ -193,6 +221,19 @@ var errPanic = &panicError{}
 type panicError struct{}
 
 func (*panicError) Error() string { return "handler panicked" }
+
+// DevicePrefix is where the device protocol of android phones is served.
+const DevicePrefix = "/api/mobile/v1/"
+
+// raw serves a handler that answers on its own, outside the envelope.
+func (s *Server) raw(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rw, ok := w.(*recorder); ok {
+			rw.routed = true
+		}
+		h.ServeHTTP(w, r)
+	})
+}
 
 // public adapts a handler of a route that needs no authentication.
 func (s *Server) public(h func(w http.ResponseWriter, r *http.Request) error) http.Handler {

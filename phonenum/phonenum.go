@@ -18,6 +18,12 @@
 // precedence.
 package phonenum
 
+import (
+	"strings"
+
+	"github.com/nyaruka/phonenumbers"
+)
+
 // Valid reports whether s is a phone number in the contract's E.164 form: a
 // leading '+' followed only by ASCII digits, 10 to 15 of them, the first of
 // which is not 0. Spaces, dashes, brackets and any other characters make the
@@ -34,4 +40,31 @@ func Valid(s string) bool {
 		}
 	}
 	return true
+}
+
+// Normalize returns raw, a number as a phone received it (a sender's
+// number: "+15551234567", "(555) 123-4567", "0044 20 7123 4567" or an
+// alphanumeric sender such as "AMAZON"), in E.164 when it is one: read in
+// the country of like (the receiving phone's own E.164 number) when it has
+// no country code. Anything that is not a valid number comes back trimmed,
+// as it was.
+func Normalize(raw, like string) string {
+	raw = strings.TrimSpace(raw)
+	if Valid(raw) {
+		return raw
+	}
+	region := ""
+	if Valid(like) {
+		if n, err := phonenumbers.Parse(like, ""); err == nil {
+			region = phonenumbers.GetRegionCodeForNumber(n)
+		}
+	}
+	n, err := phonenumbers.Parse(raw, region)
+	if err != nil || !phonenumbers.IsValidNumber(n) {
+		return raw
+	}
+	if e := phonenumbers.Format(n, phonenumbers.E164); Valid(e) {
+		return e
+	}
+	return raw
 }

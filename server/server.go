@@ -6,6 +6,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"sync"
 	"time"
 
@@ -23,8 +25,10 @@ import (
 	"github.com/switchboard/switchboard/campaign"
 	"github.com/switchboard/switchboard/delivery"
 	"github.com/switchboard/switchboard/httpapi"
+	"github.com/switchboard/switchboard/provider"
+	"github.com/switchboard/switchboard/provider/android"
+	"github.com/switchboard/switchboard/provider/simulator"
 	"github.com/switchboard/switchboard/ratelimit"
-	"github.com/switchboard/switchboard/simulator"
 	"github.com/switchboard/switchboard/sqlstore"
 	"github.com/switchboard/switchboard/webhook"
 	"github.com/switchboard/switchboard/webhook/ssrf"
@@ -57,6 +61,18 @@ type Config struct {
 	// required issuer and audience.
 	IdPSecret, IdPJWKS     string
 	IdPIssuer, IdPAudience string
+	// TLSCert and TLSKey, when set, make the node serve HTTPS (the app
+	// refuses plain HTTP except to 127.0.0.1).
+	TLSCert, TLSKey string
+	// PublicURL is the base of the URLs handed to devices; empty: the
+	// scheme and host a device used.
+	PublicURL string
+	// PhoneOfflineAfter is how long an android phone stays online after
+	// its device was last seen (default 2m).
+	PhoneOfflineAfter time.Duration
+	// DeviceValidFor is how long a message handed to a device stays valid
+	// there (default 10m).
+	DeviceValidFor time.Duration
 }
 
 func (c *Config) defaults() {
@@ -71,6 +87,12 @@ func (c *Config) defaults() {
 	}
 	if c.DeliveryLease == 0 {
 		c.DeliveryLease = 30 * time.Second
+	}
+	if c.PhoneOfflineAfter == 0 {
+		c.PhoneOfflineAfter = sb.DefaultPhoneOfflineAfter
+	}
+	if c.DeviceValidFor == 0 {
+		c.DeviceValidFor = android.DefaultValidFor
 	}
 }
 
@@ -89,6 +111,19 @@ func Run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
+	if c.TLSCert != "" || c.TLSKey != "" {
+		if c.TLSCert == "" || c.TLSKey == "" {
+			return errors.New("--tls-cert and --tls-key go together")
+		}
+		if _, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey); err != nil {
+			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+	}
+	if c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return fmt.Errorf("--public-url %q: want an absolute http(s) URL such as https://sms.example.com", c.PublicURL)
+		}
+	}
 	slog.SetDefault(log)
 	plans, err := sb.LoadPlans(c.PlansFile)
 	if err != nil {
@@ -99,6 +134,8 @@ func Run(ctx context.Context, c Config) error {
 		return err
 	}
 	defer db.Close()
+	routing := sb.Routing{OfflineAfter: c.PhoneOfflineAfter}
+	db.SetRouting(routing)
 
 	var limiter ratelimit.Limiter = ratelimit.NewMemory(nil)
 	if c.RedisURL != "" {
@@ -123,6 +160,9 @@ func Run(ctx context.Context, c Config) error {
 	}
 	sim := simulator.New(0)
 	defer sim.Close()
+	router := provider.NewRouter(sim, db)
+	defer router.Close()
+	devices := android.New(android.Config{Store: db, Routing: routing, ValidFor: c.DeviceValidFor, PublicURL: c.PublicURL})
 
 	authn := auth.New(db, plans, nil)
 	if c.IdPSecret != "" || c.IdPJWKS != "" {
@@ -140,7 +180,9 @@ func Run(ctx context.Context, c Config) error {
 		Meter:      auth.NewMeter(db),
 		Limiter:    limiter,
 		Plans:      plans,
-		Provider:   sim,
+		Channels:   router,
+		Routing:    routing,
+		Devices:    devices,
 		URLChecker: &ssrf.Guard{AllowPrivate: c.AllowPrivateWebhooks},
 	})
 	if err != nil {
@@ -159,17 +201,19 @@ func Run(ctx context.Context, c Config) error {
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	srv.RegisterOnShutdown(devices.Shutdown) // the devices' event streams never end on their own
 
 	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { api.Background(bgCtx) })
 	wg.Go(func() {
-		delivery.New(db, sim, delivery.Options{Lease: c.DeliveryLease, OutcomeTimeout: c.DeliveryLease}).Run(bgCtx)
+		delivery.New(db, router, delivery.Options{Lease: c.DeliveryLease, OutcomeTimeout: c.DeliveryLease}).Run(bgCtx)
 	})
+	wg.Go(func() { devices.Run(bgCtx) })
 	wg.Go(func() { webhook.New(db, webhook.Options{AllowPrivate: c.AllowPrivateWebhooks}).Run(bgCtx) })
-	wg.Go(func() { campaign.New(db, sim, plans, campaign.Options{}).Run(bgCtx) })
+	wg.Go(func() { campaign.New(db, router, plans, campaign.Options{}).Run(bgCtx) })
 	wg.Go(func() {
-		db.ListenAuth(bgCtx, func(inv sqlstore.Invalidation) {
+		db.Listen(bgCtx, func(inv sqlstore.Invalidation) {
 			switch {
 			case inv.Reset:
 				authn.Reset()
@@ -188,8 +232,14 @@ func Run(ctx context.Context, c Config) error {
 	}
 
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String(), "database", db.Dialect().String())
+	scheme := "http"
+	if c.TLSCert != "" {
+		scheme = "https"
+		go func() { errc <- srv.ServeTLS(ln, c.TLSCert, c.TLSKey) }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "scheme", scheme, "database", db.Dialect().String())
 
 	select {
 	case err = <-errc:

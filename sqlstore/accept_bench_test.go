@@ -23,7 +23,7 @@ func BenchmarkAcceptSend(b *testing.B) {
 	if err := db.CreateTenant(ctx, tn); err != nil {
 		b.Fatal(err)
 	}
-	if err := db.AddPhone(ctx, &sb.Phone{ID: sb.NewID(), TenantID: tn.ID, Number: "+15550000001", Channels: []string{"sms", "chat"}, Status: sb.PhoneOnline, CreatedAt: now}); err != nil {
+	if err := db.AddPhone(ctx, &sb.Phone{ID: sb.NewID(), TenantID: tn.ID, Number: "+15550000001", Channels: []string{"sms", "chat"}, Status: sb.PhoneOnline, CreatedAt: now}, nil); err != nil {
 		b.Fatal(err)
 	}
 	b.SetParallelism(32) // 64 goroutines on 2 cores

@@ -251,7 +251,7 @@ func (b *batcher) runTx(reqs []*batchReq) error {
 func isVerdict(err error) bool {
 	var e *sb.Error
 	var r *ErrReplay
-	return errors.As(err, &e) || errors.As(err, &r)
+	return errors.As(err, &e) || errors.As(err, &r) || errors.Is(err, sb.ErrAlreadyStored)
 }
 
 // isRetryable reports whether a failed transaction may succeed if run again.

@@ -301,7 +301,7 @@ func (db *DB) campaignOpen(ctx context.Context, q querier, c *sb.Campaign) (bool
 }
 
 // WithdrawCampaign fails up to limit messages of a canceled campaign that
-// were never handed to the provider (queued, no attempt), with error_code
+// were never handed to the provider or a device (queued, no attempt), with error_code
 // CAMPAIGN_CANCELED and their message.failed events, and marks the campaign
 // withdrawn once none is left. It returns how many it withdrew.
 func (db *DB) WithdrawCampaign(ctx context.Context, c *sb.Campaign, now time.Time, limit int) (int, error) {
@@ -314,7 +314,7 @@ func (db *DB) WithdrawCampaign(ctx context.Context, c *sb.Campaign, now time.Tim
 		n = 0
 		// The conditions are repeated outside the subquery so that a message
 		// claimed meanwhile (attempts counted) is left alone on PostgreSQL.
-		rows, err := tx.query(ctx, `UPDATE messages SET status = 'failed', failed_at = ?, failure_reason = ?, error_code = ?, run_at = NULL
+		rows, err := tx.query(ctx, `UPDATE messages SET status = 'failed', failed_at = ?, failure_reason = ?, error_code = ?, run_at = NULL, device_due = NULL
 			WHERE id IN (SELECT id FROM messages WHERE tenant_id = ? AND campaign_id = ? AND status = 'queued' AND attempts = 0 LIMIT ?`+lock+`)
 			AND status = 'queued' AND attempts = 0 RETURNING `+messageCols,
 			sb.Micros(now), sb.CanceledReason, sb.ErrorCodeCampaignCanceled, c.TenantID, c.ID, limit)
@@ -470,6 +470,15 @@ func (db *DB) StoreChunk(ctx context.Context, ch *sb.CampaignChunk) (sb.ChunkRes
 		if due {
 			tx.afterCommit(db.wakeMessages)
 		}
+		notified := map[string]bool{}
+		for _, m := range msgs {
+			if m.ViaDevice() && m.ScheduledAt == nil && !notified[m.PhoneID] {
+				notified[m.PhoneID] = true
+				if err := tx.notifyPhone(ctx, m.PhoneID); err != nil {
+					return err
+				}
+			}
+		}
 		return nil
 	})
 	return res, err
@@ -483,9 +492,10 @@ func boolInt(b bool) int {
 }
 
 // insertMessages inserts outbound messages, due at their ScheduledAt or
-// their CreatedAt, with multi-row statements.
+// their CreatedAt, with multi-row statements: in the delivery queue, or the
+// device queue for those their phone's device takes (see insertMessage).
 func (t *Tx) insertMessages(ctx context.Context, ms []*sb.Message) error {
-	const cols = 21
+	const cols = 22
 	for len(ms) > 0 {
 		n := min(len(ms), insertRows)
 		args := make([]any, 0, n*cols)
@@ -497,9 +507,14 @@ func (t *Tx) insertMessages(ctx context.Context, ms []*sb.Message) error {
 			args = append(args, m.ID, m.TenantID, string(m.Env), m.Direction, m.From, m.To, m.Body, m.Channel, m.Status,
 				nullStr(m.FailureReason), nullStr(m.ErrorCode), nullStr(m.Template), nullStr(m.CampaignID), nullStr(m.PhoneID),
 				sb.Micros(m.CreatedAt), microsOrNil(m.ScheduledAt), microsOrNil(m.SentAt), microsOrNil(m.DeliveredAt), microsOrNil(m.FailedAt),
-				m.Attempts, sb.Micros(runAt))
+				m.Attempts)
+			if m.ViaDevice() {
+				args = append(args, nil, sb.Micros(runAt))
+			} else {
+				args = append(args, sb.Micros(runAt), nil)
+			}
 		}
-		if _, err := t.exec(ctx, `INSERT INTO messages (`+messageCols+`, run_at) VALUES `+valueRows(n, cols), args...); err != nil {
+		if _, err := t.exec(ctx, `INSERT INTO messages (`+messageCols+`, run_at, device_due) VALUES `+valueRows(n, cols), args...); err != nil {
 			return err
 		}
 		ms = ms[n:]
@@ -566,7 +581,7 @@ func (t *Tx) newPlacer(ctx context.Context, ch *sb.CampaignChunk) (*placer, erro
 		}
 		numbers = numbers[n:]
 	}
-	rows, err := t.query(ctx, `SELECT `+phoneCols+` FROM phones WHERE tenant_id = ? AND status = 'online' ORDER BY id`, c.TenantID)
+	rows, err := t.query(ctx, `SELECT `+phoneCols+` FROM phones WHERE tenant_id = ? ORDER BY id`, c.TenantID)
 	if err != nil {
 		return nil, err
 	}
@@ -576,7 +591,9 @@ func (t *Tx) newPlacer(ctx context.Context, ch *sb.CampaignChunk) (*placer, erro
 		if err != nil {
 			return nil, err
 		}
-		p.phones = append(p.phones, ph)
+		if t.db.routing.Online(ph, p.now) {
+			p.phones = append(p.phones, ph)
+		}
 	}
 	return p, rows.Err()
 }
@@ -610,7 +627,7 @@ func (p *placer) place(ctx context.Context, m *sb.Message) (day int, ok bool, er
 		if err != nil {
 			return 0, false, err
 		}
-		var usable []phoneLoad
+		var usable []sb.PhoneUse
 		capable := false
 		for _, ph := range p.phones {
 			if !ph.HasChannel(m.Channel) {
@@ -618,7 +635,7 @@ func (p *placer) place(ctx context.Context, m *sb.Message) (day int, ok bool, er
 			}
 			capable = true
 			if ph.DailyLimit == 0 || use[ph.ID] < int64(ph.DailyLimit) {
-				usable = append(usable, phoneLoad{phone: ph, used: use[ph.ID]})
+				usable = append(usable, sb.PhoneUse{Phone: ph, Used: use[ph.ID]})
 			}
 		}
 		if !capable {
@@ -628,10 +645,10 @@ func (p *placer) place(ctx context.Context, m *sb.Message) (day int, ok bool, er
 			p.phoneFrom[m.Channel] = d + 1
 			continue
 		}
-		chosen := choosePhone(usable, "", rcp.phoneID)
-		m.From, m.PhoneID = chosen.phone.Number, chosen.phone.ID
-		use[chosen.phone.ID]++
-		p.bumps["phone:"+chosen.phone.ID+"\x00"+p.day(d)]++
+		chosen := sb.PickPhone(usable, "", rcp.phoneID).Phone
+		m.From, m.PhoneID, m.PhoneKind = chosen.Number, chosen.ID, chosen.Kind
+		use[chosen.ID]++
+		p.bumps[phoneCounter(chosen.ID)+"\x00"+p.day(d)]++
 		if newContact {
 			p.newContacts[d]++
 			p.bumps["new_contacts\x00"+p.day(d)]++

@@ -29,6 +29,8 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // PostgreSQL driver "pgx"
 	"github.com/mattn/go-sqlite3"      // SQLite driver "sqlite3"
+
+	sb "github.com/switchboard/switchboard"
 )
 
 //go:embed migrations/*.sql
@@ -70,6 +72,14 @@ type DB struct {
 	walFull         atomic.Bool  // SQLite: the WAL should start over (see restartWAL)
 	walRestartPages atomic.Int64 // SQLite: the WAL length that asks for it
 
+	// routing decides which phones can take a message (SetRouting).
+	routing sb.Routing
+	// node names this process in the notifications it sends, so that it
+	// ignores its own; phoneWork is called when a phone's device has work
+	// (see OnPhoneWork).
+	node      string
+	phoneWork atomic.Pointer[func(phoneID string)]
+
 	messagesDue chan struct{}            // wakes this node's delivery workers
 	handover    atomic.Pointer[handover] // accepted sends on their way to this node's worker
 	webhooksDue chan struct{}            // wakes this node's webhook workers
@@ -92,6 +102,13 @@ func wake(c chan struct{}) {
 func (db *DB) wakeMessages() { wake(db.messagesDue) }
 func (db *DB) wakeWebhooks() { wake(db.webhooksDue) }
 
+// SetRouting sets the rules that decide which phones can take a message.
+// Call it before the store is used.
+func (db *DB) SetRouting(r sb.Routing) { db.routing = r }
+
+// Routing returns the store's routing rules.
+func (db *DB) Routing() sb.Routing { return db.routing }
+
 // Open opens the database named by url: "sqlite:PATH" (or a plain path) or
 // "postgres://..." / "postgresql://...", and applies pending migrations.
 func Open(ctx context.Context, url string) (*DB, error) {
@@ -112,6 +129,7 @@ func Open(ctx context.Context, url string) (*DB, error) {
 	}
 	db.messagesDue = make(chan struct{}, 1)
 	db.webhooksDue = make(chan struct{}, 1)
+	db.node = sb.NewID()
 	writers := 1 // SQLite has one writer
 	if db.dialect == Postgres {
 		writers = 4
@@ -290,7 +308,7 @@ type Tx struct {
 	// made, applied or not; phones the tenants' phones it has read, with
 	// their counts as read (see usablePhones).
 	counted map[counterKey]int64
-	phones  map[phoneKey][]phoneLoad
+	phones  map[phoneKey][]sb.PhoneUse
 }
 
 // execer is what *sql.Tx and *sql.Conn have in common.

@@ -16,13 +16,18 @@ const messageCols = `id, tenant_id, environment, direction, from_number, to_numb
 	failure_reason, error_code, template, campaign_id, phone_id, created_at, scheduled_at, sent_at, delivered_at, failed_at, attempts`
 
 func scanMessage(row interface{ Scan(...any) error }) (*sb.Message, error) {
+	return scanMessageWith(row)
+}
+
+// scanMessageWith scans messageCols and then the extra columns into extra.
+func scanMessageWith(row interface{ Scan(...any) error }, extra ...any) (*sb.Message, error) {
 	var m sb.Message
 	var env string
 	var reason, code, tmpl, campaign, phone sql.NullString
 	var created int64
 	var sched, sent, delivered, failed sql.NullInt64
-	err := row.Scan(&m.ID, &m.TenantID, &env, &m.Direction, &m.From, &m.To, &m.Body, &m.Channel, &m.Status,
-		&reason, &code, &tmpl, &campaign, &phone, &created, &sched, &sent, &delivered, &failed, &m.Attempts)
+	err := row.Scan(append([]any{&m.ID, &m.TenantID, &env, &m.Direction, &m.From, &m.To, &m.Body, &m.Channel, &m.Status,
+		&reason, &code, &tmpl, &campaign, &phone, &created, &sched, &sent, &delivered, &failed, &m.Attempts}, extra...)...)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, sb.ErrNotFound
@@ -245,12 +250,6 @@ func (db *DB) NewContactsToday(ctx context.Context, tenantID string, env sb.Envi
 	return n, err
 }
 
-type phoneLoad struct {
-	phone   *sb.Phone
-	used    int64
-	counter string // the name of the phone's daily counter
-}
-
 // phoneKey names a tenant's phones on one day.
 type phoneKey struct {
 	tenantID string
@@ -258,59 +257,51 @@ type phoneKey struct {
 	day      string
 }
 
-// usablePhones returns the tenant's online phones that send on channel and
-// have room under their daily limit today, with today's use. A transaction
+// phoneCounter is the name of a phone's daily counter.
+func phoneCounter(id string) string { return "phone:" + id }
+
+// usablePhones returns the tenant's phones that can take one more message
+// on channel at now (sb.Routing.Usable), with today's use. A transaction
 // reads a tenant's phones once, in one query, and then counts its own sends
 // on top (see counted): a batch of sends costs one query, not one each.
-func (t *Tx) usablePhones(ctx context.Context, tenantID string, env sb.Environment, channel, day string) ([]phoneLoad, error) {
+func (t *Tx) usablePhones(ctx context.Context, tenantID string, env sb.Environment, channel, day string, now time.Time) ([]sb.PhoneUse, error) {
 	key := phoneKey{tenantID, env, day}
 	all, ok := t.phones[key]
 	if !ok {
-		var err error
-		if all, err = t.onlinePhones(ctx, tenantID, env, day); err != nil {
+		ps, err := phonesWithUse(ctx, t.query, tenantID, env, day, "")
+		if err != nil {
 			return nil, err
 		}
+		all = make([]sb.PhoneUse, len(ps))
+		for i, p := range ps {
+			all[i] = sb.PhoneUse{Phone: p, Used: p.SentToday}
+		}
 		if t.phones == nil {
-			t.phones = map[phoneKey][]phoneLoad{}
+			t.phones = map[phoneKey][]sb.PhoneUse{}
 		}
 		t.phones[key] = all
 	}
-	out := make([]phoneLoad, 0, len(all))
-	for _, p := range all {
+	out := make([]sb.PhoneUse, 0, len(all))
+	for _, u := range all {
 		if len(t.counted) > 0 {
-			p.used += t.counted[counterKey{tenantID, env, p.counter, day}]
+			u.Used += t.counted[counterKey{tenantID, env, phoneCounter(u.Phone.ID), day}]
 		}
-		if !p.phone.HasChannel(channel) || (p.phone.DailyLimit > 0 && p.used >= int64(p.phone.DailyLimit)) {
-			continue
+		if t.db.routing.Usable(u, channel, now) {
+			out = append(out, u)
 		}
-		out = append(out, p)
 	}
 	return out, nil
 }
 
-// onlinePhones reads the tenant's online phones with their use on day.
-func (t *Tx) onlinePhones(ctx context.Context, tenantID string, env sb.Environment, day string) ([]phoneLoad, error) {
-	rows, err := t.query(ctx, `SELECT p.id, p.tenant_id, p.number, p.daily_limit, p.channels, p.status, p.created_at, COALESCE(c.n, 0)
-		FROM phones p LEFT JOIN daily_counters c
-		  ON c.tenant_id = p.tenant_id AND c.environment = ? AND c.counter = 'phone:' || p.id AND c.day = ?
-		WHERE p.tenant_id = ? AND p.status = 'online' ORDER BY p.id`, string(env), day, tenantID)
-	if err != nil {
-		return nil, err
+// countOnPhone counts a message against its phone's daily limit on day:
+// at once (and conditionally) when the phone has a limit, before the
+// commit when it has none (see bumpLater).
+func (t *Tx) countOnPhone(ctx context.Context, env sb.Environment, p *sb.Phone, day string) error {
+	if p.DailyLimit > 0 {
+		return t.bumpUnder(ctx, p.TenantID, env, phoneCounter(p.ID), day, p.DailyLimit)
 	}
-	defer rows.Close()
-	var out []phoneLoad
-	for rows.Next() {
-		var p sb.Phone
-		var limit sql.NullInt64
-		var channels string
-		var created, used int64
-		if err := rows.Scan(&p.ID, &p.TenantID, &p.Number, &limit, &channels, &p.Status, &created, &used); err != nil {
-			return nil, err
-		}
-		p.DailyLimit, p.Channels, p.CreatedAt = int(limit.Int64), strings.Split(channels, ","), sb.FromMicros(created)
-		out = append(out, phoneLoad{phone: &p, used: used, counter: "phone:" + p.ID})
-	}
-	return out, rows.Err()
+	t.bumpLater(p.TenantID, env, phoneCounter(p.ID), day)
+	return nil
 }
 
 var (
@@ -341,7 +332,7 @@ func (db *DB) AcceptSend(ctx context.Context, s *sb.Send) error {
 	}
 	err := db.writeRacing(ctx, db.acceptFn(ctx, s, h))
 	if h != nil {
-		if err != nil {
+		if err != nil || m.ViaDevice() {
 			h.release()
 		} else {
 			c := *m
@@ -386,21 +377,27 @@ func (db *DB) acceptFn(ctx context.Context, s *sb.Send, h *handover) func(*Tx) e
 				return errNewContactLimit(s.NewContactLimit)
 			}
 		}
-		phones, err := tx.usablePhones(ctx, m.TenantID, m.Env, m.Channel, day)
+		phones, err := tx.usablePhones(ctx, m.TenantID, m.Env, m.Channel, day, now)
 		if err != nil {
 			return err
 		}
-		chosen := choosePhone(phones, s.From, rcp.phoneID)
-		if chosen == nil {
-			return errNoPhone
-		}
-		m.From, m.PhoneID = chosen.phone.Number, chosen.phone.ID
-		if chosen.phone.DailyLimit > 0 {
-			if err := tx.bumpUnder(ctx, m.TenantID, m.Env, chosen.counter, day, chosen.phone.DailyLimit); err != nil {
+		if len(phones) == 0 && s.Auto && m.Channel == sb.ChannelChat {
+			// auto: no phone that sends chat can take it, so it goes by sms.
+			m.Channel = sb.ChannelSMS
+			if phones, err = tx.usablePhones(ctx, m.TenantID, m.Env, m.Channel, day, now); err != nil {
 				return err
 			}
-		} else {
-			tx.bumpLater(m.TenantID, m.Env, chosen.counter, day)
+		}
+		chosen := sb.PickPhone(phones, s.From, rcp.phoneID)
+		if chosen == nil {
+			if s.From != "" {
+				return sb.Errorf(sb.CodeNoPhoneAvailable, "The phone %s cannot send now: it is offline, at its daily limit or does not send %s.", s.From, m.Channel)
+			}
+			return errNoPhone
+		}
+		m.From, m.PhoneID, m.PhoneKind = chosen.Phone.Number, chosen.Phone.ID, chosen.Phone.Kind
+		if err := tx.countOnPhone(ctx, m.Env, chosen.Phone, day); err != nil {
+			return err
 		}
 		if !rcp.known {
 			if err := tx.bumpUnder(ctx, m.TenantID, m.Env, "new_contacts", day, s.NewContactLimit); err != nil {
@@ -421,12 +418,16 @@ func (db *DB) acceptFn(ctx context.Context, s *sb.Send, h *handover) func(*Tx) e
 		switch {
 		case m.ScheduledAt != nil:
 			runAt = *m.ScheduledAt
+		case m.ViaDevice():
+			if err := tx.notifyPhone(ctx, m.PhoneID); err != nil {
+				return err
+			}
 		case h != nil:
 			runAt, m.Attempts = now.Add(h.lease), 1 // claimed
 		default:
 			tx.afterCommit(db.wakeMessages)
 		}
-		if err := tx.insertMessage(ctx, m, &runAt); err != nil {
+		if err := tx.insertMessage(ctx, m, &runAt, s.From != ""); err != nil {
 			return err
 		}
 		if s.Idempotency != nil {
@@ -449,35 +450,6 @@ func (db *DB) acceptFn(ctx context.Context, s *sb.Send, h *handover) func(*Tx) e
 	}
 }
 
-// choosePhone picks a message's phone among the usable ones: the one whose
-// number is from when from is set (or none); else the recipient's own phone
-// (sticky, the one that first wrote to it); else the least used today.
-func choosePhone(phones []phoneLoad, from, sticky string) *phoneLoad {
-	var chosen *phoneLoad
-	for i := range phones {
-		p := &phones[i]
-		switch {
-		case from != "":
-			if p.phone.Number == from {
-				chosen = p
-			}
-		case p.phone.ID == sticky:
-			chosen = p
-		}
-		if chosen != nil {
-			break
-		}
-	}
-	if chosen == nil && from == "" {
-		for i := range phones {
-			if chosen == nil || phones[i].used < chosen.used {
-				chosen = &phones[i]
-			}
-		}
-	}
-	return chosen
-}
-
 // writeRacing is Write for work that checks rows and then writes them
 // (recipients, idempotency keys, daily counters). On PostgreSQL two
 // transactions can both pass a check on the same row: the later one then
@@ -498,12 +470,20 @@ func (db *DB) writeRacing(ctx context.Context, fn func(*Tx) error) error {
 
 var errIdempotencyConflict = sb.Errorf(sb.CodeIdempotencyConflict, "This Idempotency-Key was already used with a different request body.")
 
-func (t *Tx) insertMessage(ctx context.Context, m *sb.Message, runAt *time.Time) error {
-	_, err := t.exec(ctx, `INSERT INTO messages (`+messageCols+`, run_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+// insertMessage inserts m, due at runAt: in the delivery queue (run_at), or
+// for a message its phone's device takes, in the device queue
+// (device_due). pinned marks a message whose sender was named.
+func (t *Tx) insertMessage(ctx context.Context, m *sb.Message, runAt *time.Time, pinned bool) error {
+	var queue, device any = microsOrNil(runAt), nil
+	if m.ViaDevice() {
+		queue, device = nil, microsOrNil(runAt)
+	}
+	_, err := t.exec(ctx, `INSERT INTO messages (`+messageCols+`, run_at, device_due, from_pinned, external_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		m.ID, m.TenantID, string(m.Env), m.Direction, m.From, m.To, m.Body, m.Channel, m.Status,
 		nullStr(m.FailureReason), nullStr(m.ErrorCode), nullStr(m.Template), nullStr(m.CampaignID), nullStr(m.PhoneID),
 		sb.Micros(m.CreatedAt), microsOrNil(m.ScheduledAt), microsOrNil(m.SentAt), microsOrNil(m.DeliveredAt), microsOrNil(m.FailedAt),
-		m.Attempts, microsOrNil(runAt))
+		m.Attempts, queue, device, boolInt(pinned), nullStr(m.ExternalID))
 	return err
 }
 
@@ -554,10 +534,20 @@ func (db *DB) Messages(ctx context.Context, tenantID string, env sb.Environment,
 
 // Inbound stores a message received from a recipient and applies its
 // STOP/START keyword; the recipient becomes known and, if it has no phone
-// yet, keeps the one it wrote to.
+// yet, keeps the one it wrote to. A message whose ExternalID its phone
+// already has is not stored again: sb.ErrAlreadyStored.
 func (db *DB) Inbound(ctx context.Context, m *sb.Message) error {
 	return db.writeRacing(ctx, func(tx *Tx) error {
 		now := m.CreatedAt
+		if m.ExternalID != "" {
+			var n int
+			if err := tx.queryRow(ctx, `SELECT COUNT(*) FROM messages WHERE phone_id = ? AND external_id = ?`, m.PhoneID, m.ExternalID).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return sb.ErrAlreadyStored
+			}
+		}
 		opt := sb.OptKeyword(m.Body)
 		rcp, err := tx.recipient(ctx, m.TenantID, m.Env, m.From)
 		if err != nil {
@@ -584,7 +574,7 @@ func (db *DB) Inbound(ctx context.Context, m *sb.Message) error {
 		if err != nil {
 			return err
 		}
-		if err := tx.insertMessage(ctx, m, nil); err != nil {
+		if err := tx.insertMessage(ctx, m, nil, false); err != nil {
 			return err
 		}
 		return tx.emit(ctx, hookCache{}, m, sb.EventReceived)

@@ -13,6 +13,44 @@ import (
 // changed), "keys:<tenant id>" (a key was added) and "tenant:<id>".
 const authChannel = "switchboard_auth"
 
+// phonesChannel payloads are "<node>:<phone id>": a phone's device has
+// work (a message to take), sent by node.
+const phonesChannel = "switchboard_phones"
+
+// OnPhoneWork sets fn to be called whenever a phone's device has work: a
+// message for it committed by this process, or, on PostgreSQL, by another
+// node (see Listen). fn must not block.
+func (db *DB) OnPhoneWork(fn func(phoneID string)) { db.phoneWork.Store(&fn) }
+
+// PhoneWork tells every node (this one included) that a phone's device has
+// work, outside any transaction: a wake-up that was scheduled for later.
+func (db *DB) PhoneWork(ctx context.Context, phoneID string) error {
+	db.phoneWorkHere(phoneID)
+	if db.dialect != Postgres {
+		return nil
+	}
+	_, err := db.write.ExecContext(ctx, `SELECT pg_notify($1, $2)`, phonesChannel, db.node+":"+phoneID)
+	return err
+}
+
+func (db *DB) phoneWorkHere(phoneID string) {
+	if fn := db.phoneWork.Load(); fn != nil {
+		(*fn)(phoneID)
+	}
+}
+
+// notifyPhone tells this process, once the transaction has committed, and
+// on PostgreSQL every other node (the notification is delivered at the
+// commit), that phoneID's device has work.
+func (t *Tx) notifyPhone(ctx context.Context, phoneID string) error {
+	t.afterCommit(func() { t.db.phoneWorkHere(phoneID) })
+	if t.db.dialect != Postgres {
+		return nil
+	}
+	_, err := t.exec(ctx, `SELECT pg_notify(?, ?)`, phonesChannel, t.db.node+":"+phoneID)
+	return err
+}
+
 // notifyKey tells every node that a key changed, and forgets this node's
 // cached key list of its tenant.
 func (db *DB) notifyKey(ctx context.Context, tenantID, hash string) error {
@@ -46,11 +84,13 @@ type Invalidation struct {
 	Reset    bool
 }
 
-// ListenAuth calls fn for every authentication change another process makes,
-// until ctx ends. On SQLite, where every writer is this process or an
-// operator command, it returns at once and callers rely on their cache TTL.
-// On PostgreSQL it LISTENs, reconnecting (with a Reset) after any failure.
-func (db *DB) ListenAuth(ctx context.Context, fn func(Invalidation)) {
+// Listen calls fn for every authentication change another process makes,
+// and the OnPhoneWork function for every phone with work that another node
+// announces, until ctx ends. On SQLite, where every writer is this process
+// or an operator command, it returns at once and callers rely on their
+// cache TTL. On PostgreSQL it LISTENs, reconnecting (with a Reset) after any
+// failure.
+func (db *DB) Listen(ctx context.Context, fn func(Invalidation)) {
 	if db.dialect != Postgres {
 		return
 	}
@@ -74,7 +114,7 @@ func (db *DB) listenOnce(ctx context.Context, fn func(Invalidation)) error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+authChannel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+authChannel+"; LISTEN "+phonesChannel); err != nil {
 		return err
 	}
 	db.keyListGen.Add(1)
@@ -84,6 +124,12 @@ func (db *DB) listenOnce(ctx context.Context, fn func(Invalidation)) error {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
+		}
+		if n.Channel == phonesChannel {
+			if node, phone, _ := strings.Cut(n.Payload, ":"); node != db.node {
+				db.phoneWorkHere(phone)
+			}
+			continue
 		}
 		kind, rest, _ := strings.Cut(n.Payload, ":")
 		switch kind {

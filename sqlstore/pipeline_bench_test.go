@@ -9,7 +9,7 @@ import (
 
 	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/delivery"
-	"github.com/switchboard/switchboard/simulator"
+	"github.com/switchboard/switchboard/provider/simulator"
 )
 
 // BenchmarkSendPipeline measures the store's side of a send end to end: 64
@@ -42,7 +42,7 @@ func benchPipeline(b *testing.B, url string) {
 		b.Fatal(err)
 	}
 	if err := db.AddPhone(ctx, &sb.Phone{ID: sb.NewID(), TenantID: tn.ID, Number: "+1555" + sb.NewID()[20:26], Channels: []string{"sms", "chat"},
-		Status: sb.PhoneOnline, CreatedAt: now}); err != nil {
+		Status: sb.PhoneOnline, CreatedAt: now}, nil); err != nil {
 		b.Fatal(err)
 	}
 	sim := simulator.New(0)

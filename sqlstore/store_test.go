@@ -446,11 +446,11 @@ func TestStorePhones(t *testing.T) {
 		b := phone(tn.ID, "+15551230002", 0, sb.ChannelSMS)
 		c := phone(other.ID, "+15551230003", 5, sb.ChannelChat)
 		for _, p := range []*sb.Phone{a, b, c} {
-			if err := db.AddPhone(bg, p); err != nil {
+			if err := db.AddPhone(bg, p, nil); err != nil {
 				t.Fatalf("AddPhone %s: %v", p.Number, err)
 			}
 		}
-		list, err := db.Phones(bg, tn.ID)
+		list, err := db.Phones(bg, tn.ID, sb.Live)
 		if err != nil || len(list) != 2 {
 			t.Fatalf("Phones: %v %v", list, err)
 		}
@@ -462,15 +462,20 @@ func TestStorePhones(t *testing.T) {
 			}
 		}
 
-		// A number is unique across all tenants.
-		for _, dup := range []*sb.Phone{phone(tn.ID, a.Number, 0, sb.ChannelSMS), phone(other.ID, a.Number, 0, sb.ChannelSMS)} {
-			err := db.AddPhone(bg, dup)
-			wantCode(t, "a duplicate number", err, sb.CodeValidation)
-			if e, ok := err.(*sb.Error); ok && e.Details["field"] != "number" {
-				t.Errorf("duplicate number: details %v, want field number", e.Details)
+		// A number is unique across all tenants: the tenant that has it
+		// learns which phone it is, another tenant does not.
+		for i, dup := range []*sb.Phone{phone(tn.ID, a.Number, 0, sb.ChannelSMS), phone(other.ID, a.Number, 0, sb.ChannelSMS)} {
+			err := db.AddPhone(bg, dup, nil)
+			wantCode(t, "a duplicate number", err, sb.CodeDuplicatePhone)
+			want := map[string]any{"existing_id": a.ID}
+			if i == 1 {
+				want = nil
+			}
+			if e, ok := err.(*sb.Error); ok && fmt.Sprint(e.Details) != fmt.Sprint(want) {
+				t.Errorf("duplicate number %d: details %v, want %v", i, e.Details, want)
 			}
 		}
-		if list, _ := db.Phones(bg, other.ID); len(list) != 1 {
+		if list, _ := db.Phones(bg, other.ID, sb.Live); len(list) != 1 {
 			t.Errorf("the other tenant has %d phones after a refused duplicate, want 1", len(list))
 		}
 
@@ -483,7 +488,7 @@ func TestStorePhones(t *testing.T) {
 		}
 		_, err = db.SetPhoneStatus(bg, "01ARZ3NDEKTSV4RRFFQ69G5FAV", sb.PhoneOffline)
 		wantCode(t, "SetPhoneStatus of an unknown id", err, sb.CodeNotFound)
-		if list, err := db.Phones(bg, "01ARZ3NDEKTSV4RRFFQ69G5FAV"); err != nil || len(list) != 0 {
+		if list, err := db.Phones(bg, "01ARZ3NDEKTSV4RRFFQ69G5FAV", sb.Live); err != nil || len(list) != 0 {
 			t.Errorf("Phones of an unknown tenant: %v %v", list, err)
 		}
 	})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"strings"
 	"time"
 
 	sb "github.com/switchboard/switchboard"
@@ -85,68 +84,4 @@ func (db *DB) Usage(ctx context.Context, tenantID, month string) (int64, error) 
 		return 0, nil
 	}
 	return n, err
-}
-
-const phoneCols = `id, tenant_id, number, daily_limit, channels, status, created_at`
-
-func scanPhone(row interface{ Scan(...any) error }) (*sb.Phone, error) {
-	var p sb.Phone
-	var limit sql.NullInt64
-	var channels string
-	var created int64
-	if err := row.Scan(&p.ID, &p.TenantID, &p.Number, &limit, &channels, &p.Status, &created); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, sb.ErrNotFound
-		}
-		return nil, err
-	}
-	p.DailyLimit = int(limit.Int64)
-	p.Channels = strings.Split(channels, ",")
-	p.CreatedAt = sb.FromMicros(created)
-	return &p, nil
-}
-
-// AddPhone stores a sending phone. A number already held by any tenant is a
-// VALIDATION_ERROR on "number".
-func (db *DB) AddPhone(ctx context.Context, p *sb.Phone) error {
-	var limit any
-	if p.DailyLimit > 0 {
-		limit = p.DailyLimit
-	}
-	_, err := db.exec(ctx, `INSERT INTO phones (`+phoneCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		p.ID, p.TenantID, p.Number, limit, strings.Join(p.Channels, ","), p.Status, sb.Micros(p.CreatedAt))
-	if isUniqueViolation(err) {
-		return sb.Invalid("number", "The number %s is already in use.", p.Number)
-	}
-	return err
-}
-
-// SetPhoneStatus sets a phone online or offline and returns it.
-func (db *DB) SetPhoneStatus(ctx context.Context, id, status string) (*sb.Phone, error) {
-	res, err := db.exec(ctx, `UPDATE phones SET status = ? WHERE id = ?`, status, id)
-	if err != nil {
-		return nil, err
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return nil, sb.ErrNotFound
-	}
-	return scanPhone(db.queryRow(ctx, `SELECT `+phoneCols+` FROM phones WHERE id = ?`, id))
-}
-
-// Phones lists the tenant's phones, oldest first.
-func (db *DB) Phones(ctx context.Context, tenantID string) ([]*sb.Phone, error) {
-	rows, err := db.query(ctx, `SELECT `+phoneCols+` FROM phones WHERE tenant_id = ? ORDER BY id`, tenantID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*sb.Phone
-	for rows.Next() {
-		p, err := scanPhone(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
 }

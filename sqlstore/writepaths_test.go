@@ -37,7 +37,7 @@ func writeTestPhone(t *testing.T, db *DB, tenantID string, limit int) *sb.Phone 
 	for i := range 7 {
 		p.Number = p.Number[:5+i] + string('0'+rune(p.Number[5+i])%10) + p.Number[6+i:]
 	}
-	if err := db.AddPhone(context.Background(), p); err != nil {
+	if err := db.AddPhone(context.Background(), p, nil); err != nil {
 		t.Fatal(err)
 	}
 	return p

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -37,6 +38,15 @@ func (f *flags) bool(name string, def bool, help string) *bool {
 		def = v == "1" || v == "true"
 	}
 	return f.Bool(name, def, help+" (env "+envName(name)+")")
+}
+
+func (f *flags) float(name string, def float64, help string) *float64 {
+	if v := f.getenv(envName(name)); v != "" {
+		if x, err := strconv.ParseFloat(v, 64); err == nil {
+			def = x
+		}
+	}
+	return f.Float64(name, def, help+" (env "+envName(name)+")")
 }
 
 func (f *flags) duration(name string, def time.Duration, help string) *time.Duration {

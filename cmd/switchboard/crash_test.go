@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard/switchboard/simulator"
+	"github.com/switchboard/switchboard/provider/simulator"
 	"github.com/switchboard/switchboard/sqlstore"
 )
 

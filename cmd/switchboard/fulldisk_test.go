@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard/switchboard/simulator"
+	"github.com/switchboard/switchboard/provider/simulator"
 )
 
 // TestFullDiskLosesNothing runs the server on a small tmpfs, fills the

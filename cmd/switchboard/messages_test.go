@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/switchboard/switchboard/phonenum"
-	"github.com/switchboard/switchboard/simulator"
+	"github.com/switchboard/switchboard/provider/simulator"
 )
 
 // Recipients in several time zones, X a random digit. Quiet hours depend on
@@ -186,7 +186,7 @@ func msgGet(t testing.TB, s *server, key, id string) map[string]any {
 func msgWait(t testing.TB, s *server, key, id, status string) map[string]any {
 	t.Helper()
 	var m map[string]any
-	eventually(t, 10*time.Second, "message "+id+" to be "+status, func() bool {
+	eventually(t, 30*time.Second, "message "+id+" to be "+status, func() bool {
 		m = msgGet(t, s, key, id)
 		st, _ := m["status"].(string)
 		if st != status && (st == "delivered" || st == "failed") {
@@ -745,10 +745,20 @@ func TestMessageChatEngine(t *testing.T) {
 			msgWantErr(t, s.do(t, "POST", "/v1/test/simulator", a.Test, body), 400, "VALIDATION_ERROR", "")
 		}
 
+		// A test key's switch takes the test environment's chat engine down,
+		// and only that: live traffic never sees it.
 		setChat(a.Test, "down")
 		to := msgAwake(t)
-		msgWantErr(t, s.do(t, "POST", "/v1/messages", a.Live, map[string]any{"to": to, "body": "x", "channel": "chat"}), 503, "CHANNEL_UNAVAILABLE", "")
 		msgWantErr(t, s.do(t, "POST", "/v1/messages", a.Test, map[string]any{"to": to, "body": "x", "channel": "chat"}), 503, "CHANNEL_UNAVAILABLE", "")
+		if d := msgSend(t, s, a.Test, map[string]any{"to": to, "body": "x", "channel": "auto"}); d["channel"] != "sms" {
+			t.Fatalf("test auto while the test chat engine is down: %v", d)
+		}
+		if d := msgSend(t, s, a.Live, map[string]any{"to": to, "body": "x", "channel": "chat"}); d["channel"] != "chat" {
+			t.Fatalf("live chat while the test chat engine is down: %v", d)
+		}
+
+		setChat(a.Live, "down")
+		msgWantErr(t, s.do(t, "POST", "/v1/messages", a.Live, map[string]any{"to": to, "body": "x", "channel": "chat"}), 503, "CHANNEL_UNAVAILABLE", "")
 		d := msgSend(t, s, a.Live, map[string]any{"to": to, "body": "x", "channel": "auto"})
 		if d["channel"] != "sms" {
 			t.Fatalf("auto while chat is down: %v", d)
@@ -767,6 +777,12 @@ func TestMessageChatEngine(t *testing.T) {
 		}
 		if d := msgSend(t, s, a.Live, map[string]any{"to": to, "body": "x"}); d["channel"] != "chat" {
 			t.Fatalf("auto with chat up: %v", d)
+		}
+		// Still down in the test environment until its own switch.
+		msgWantErr(t, s.do(t, "POST", "/v1/messages", a.Test, map[string]any{"to": to, "body": "x", "channel": "chat"}), 503, "CHANNEL_UNAVAILABLE", "")
+		setChat(a.Test, "up")
+		if d := msgSend(t, s, a.Test, map[string]any{"to": to, "body": "x", "channel": "chat"}); d["channel"] != "chat" {
+			t.Fatalf("test chat up: %v", d)
 		}
 	})
 }

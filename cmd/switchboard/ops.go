@@ -11,6 +11,7 @@ import (
 	"time"
 
 	sb "github.com/switchboard/switchboard"
+	"github.com/switchboard/switchboard/httpapi"
 	"github.com/switchboard/switchboard/phonenum"
 	"github.com/switchboard/switchboard/sqlstore"
 )
@@ -22,23 +23,6 @@ func printJSON(w io.Writer, v any) error {
 
 func openDB(ctx context.Context, url string) (*sqlstore.DB, error) {
 	return sqlstore.Open(ctx, url)
-}
-
-type phoneJSON struct {
-	ID         string   `json:"id"`
-	Number     string   `json:"number"`
-	DailyLimit *int     `json:"daily_limit"`
-	Channels   []string `json:"channels"`
-	Status     string   `json:"status"`
-}
-
-func toPhoneJSON(p *sb.Phone) phoneJSON {
-	out := phoneJSON{ID: p.ID, Number: p.Number, Channels: p.Channels, Status: p.Status}
-	if p.DailyLimit > 0 {
-		n := p.DailyLimit
-		out.DailyLimit = &n
-	}
-	return out
 }
 
 func tenantCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -153,14 +137,14 @@ func createTenant(ctx context.Context, db *sqlstore.DB, name, plan string, stdou
 	// The simulator is the live provider: give the tenant one simulated
 	// sending phone with no daily limit.
 	for attempt := 0; ; attempt++ {
-		p := &sb.Phone{ID: sb.NewID(), TenantID: t.ID, Number: simulatedNumber(), Channels: []string{sb.ChannelSMS, sb.ChannelChat},
+		p := &sb.Phone{ID: sb.NewID(), TenantID: t.ID, Number: simulatedNumber(), Kind: sb.PhoneSimulated, Channels: []string{sb.ChannelSMS, sb.ChannelChat},
 			Status: sb.PhoneOnline, CreatedAt: now}
-		err := db.AddPhone(ctx, p)
+		err := db.AddPhone(ctx, p, nil)
 		if err == nil {
 			out["phone"] = map[string]string{"id": p.ID, "number": p.Number}
 			break
 		}
-		if sb.ErrorCode(err) != sb.CodeValidation || attempt == 10 {
+		if sb.ErrorCode(err) != sb.CodeDuplicatePhone || attempt == 10 {
 			return err
 		}
 	}
@@ -212,6 +196,7 @@ func phoneCmd(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	f := newFlags("phone "+args[0], getenv, stderr)
 	dbURL := f.database()
+	offlineAfter := f.duration("phone-offline-after", sb.DefaultPhoneOfflineAfter, "how long an android phone stays online after its device was last seen, as serve has it (for the status shown)")
 	var tenant, number, channels *string
 	var limit *int
 	switch args[0] {
@@ -250,7 +235,7 @@ func phoneCmd(ctx context.Context, args []string, getenv func(string) string, st
 			}
 			chans = append(chans, c)
 		}
-		p = &sb.Phone{ID: sb.NewID(), TenantID: *tenant, Number: *number, DailyLimit: *limit, Channels: chans,
+		p = &sb.Phone{ID: sb.NewID(), TenantID: *tenant, Number: *number, Kind: sb.PhoneSimulated, DailyLimit: *limit, Channels: chans,
 			Status: sb.PhoneOnline, CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
 	case "list":
 		if *tenant == "" {
@@ -275,23 +260,24 @@ func phoneCmd(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 	}
+	routing, now := sb.Routing{OfflineAfter: *offlineAfter}, time.Now()
 	switch args[0] {
 	case "add":
-		if err := db.AddPhone(ctx, p); err != nil {
-			if e, ok := err.(*sb.Error); ok {
-				return fmt.Errorf("phone add: %s", e.Message)
+		if err := db.AddPhone(ctx, p, nil); err != nil {
+			if sb.ErrorCode(err) == sb.CodeDuplicatePhone {
+				return fmt.Errorf("phone add: the number %s is already a sending phone", p.Number)
 			}
 			return err
 		}
-		return printJSON(stdout, toPhoneJSON(p))
+		return printJSON(stdout, httpapi.ToPhoneJSON(p, routing, now))
 	case "list":
-		phones, err := db.Phones(ctx, *tenant)
+		phones, err := db.Phones(ctx, *tenant, sb.Live)
 		if err != nil {
 			return err
 		}
-		out := make([]phoneJSON, len(phones))
+		out := make([]httpapi.PhoneJSON, len(phones))
 		for i, p := range phones {
-			out[i] = toPhoneJSON(p)
+			out[i] = httpapi.ToPhoneJSON(p, routing, now)
 		}
 		return printJSON(stdout, out)
 	default:
@@ -306,6 +292,6 @@ func phoneCmd(ctx context.Context, args []string, getenv func(string) string, st
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, toPhoneJSON(p))
+		return printJSON(stdout, httpapi.ToPhoneJSON(p, routing, now))
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"time"
 
+	sb "github.com/switchboard/switchboard"
+	"github.com/switchboard/switchboard/provider/android"
 	switchboard "github.com/switchboard/switchboard/server"
 )
 
@@ -23,10 +25,16 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	idpIssuer := f.string("idp-issuer", "", "required iss claim of identity-provider tokens")
 	idpAudience := f.string("idp-audience", "", "required aud claim of identity-provider tokens")
 	shutdown := f.duration("shutdown-timeout", 10*time.Second, "how long to wait for in-flight requests on shutdown")
+	tlsCert := f.string("tls-cert", "", "serve HTTPS with this certificate (PEM; with --tls-key): the Android app refuses plain HTTP except to 127.0.0.1")
+	tlsKey := f.string("tls-key", "", "the private key of --tls-cert (PEM)")
+	publicURL := f.string("public-url", "", "the base URL devices reach this service at, e.g. https://sms.example.com (default: the scheme and host a device used)")
+	offlineAfter := f.duration("phone-offline-after", sb.DefaultPhoneOfflineAfter, "an android phone is offline once its device was not seen for this long")
+	validFor := f.duration("device-valid-for", android.DefaultValidFor, "how long a message handed to an android phone stays valid there (its validUntil); one not reported on by then goes to another phone")
 	if _, err := f.parse(args); err != nil {
 		return err
 	}
 	return switchboard.Run(ctx, switchboard.Config{Addr: *addr, Database: *db, PlansFile: *plans, LogLevel: *logLevel, Log: stderr,
 		RedisURL: *redisURL, ShutdownTimeout: *shutdown, AllowPrivateWebhooks: *allowPrivate, DeliveryLease: *lease,
-		DebugAddr: *debugAddr, IdPSecret: *idpSecret, IdPJWKS: *idpJWKS, IdPIssuer: *idpIssuer, IdPAudience: *idpAudience})
+		DebugAddr: *debugAddr, IdPSecret: *idpSecret, IdPJWKS: *idpJWKS, IdPIssuer: *idpIssuer, IdPAudience: *idpAudience,
+		TLSCert: *tlsCert, TLSKey: *tlsKey, PublicURL: *publicURL, PhoneOfflineAfter: *offlineAfter, DeviceValidFor: *validFor})
 }

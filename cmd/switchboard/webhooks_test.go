@@ -26,7 +26,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard/switchboard/simulator"
+	"github.com/switchboard/switchboard/provider/simulator"
 	"github.com/switchboard/switchboard/webhook"
 	"github.com/switchboard/switchboard/webhook/sign"
 )

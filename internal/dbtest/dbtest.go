@@ -10,10 +10,12 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx"
+	_ "github.com/mattn/go-sqlite3"    // driver "sqlite3"
 )
 
 // PostgresEnv names the variable holding a PostgreSQL URL for tests, e.g.
@@ -68,4 +70,26 @@ func ForEach(t *testing.T, fn func(t *testing.T, url string)) {
 		t.Parallel()
 		fn(t, Postgres(t))
 	})
+}
+
+// Exec runs one statement against the database of url, written with `?`
+// placeholders, for a test that must set up a state no API can (a pairing
+// code that expired, say).
+func Exec(t testing.TB, url, query string, args ...any) {
+	t.Helper()
+	driver, dsn := "sqlite3", strings.TrimPrefix(url, "sqlite:")
+	if strings.HasPrefix(url, "postgres") {
+		driver, dsn = "pgx", url
+		for n := 1; strings.Contains(query, "?"); n++ {
+			query = strings.Replace(query, "?", "$"+strconv.Itoa(n), 1)
+		}
+	}
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(query, args...); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
 }

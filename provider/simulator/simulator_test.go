@@ -41,14 +41,14 @@ func TestDetect(t *testing.T) {
 	defer s.Close()
 	ctx := context.Background()
 
-	if _, err := s.Detect(ctx, "t1", NoDetectionNumber); sb.ErrorCode(err) != sb.CodeDetectionUnavailable {
+	if _, err := s.Detect(ctx, "t1", sb.Live, NoDetectionNumber); sb.ErrorCode(err) != sb.CodeDetectionUnavailable {
 		t.Errorf("Detect(%s): %v, want DETECTION_UNAVAILABLE", NoDetectionNumber, err)
 	}
-	if ch, err := s.Detect(ctx, "t1", SMSOnlyNumber); err != nil || ch != sb.ChannelSMS {
+	if ch, err := s.Detect(ctx, "t1", sb.Live, SMSOnlyNumber); err != nil || ch != sb.ChannelSMS {
 		t.Errorf("Detect(%s) = %q, %v; want sms", SMSOnlyNumber, ch, err)
 	}
 	for _, n := range []string{"+12125550123", FailNumber, "+15005550000"} {
-		if ch, err := s.Detect(ctx, "t1", n); err != nil || ch != sb.ChannelChat {
+		if ch, err := s.Detect(ctx, "t1", sb.Live, n); err != nil || ch != sb.ChannelChat {
 			t.Errorf("Detect(%s) = %q, %v; want chat", n, ch, err)
 		}
 	}
@@ -59,32 +59,36 @@ func TestSetChatDownPerTenant(t *testing.T) {
 	defer s.Close()
 	ctx := context.Background()
 
-	if err := s.ChatAvailable(ctx, "a"); err != nil {
+	if err := s.ChatAvailable(ctx, "a", sb.Live); err != nil {
 		t.Fatalf("chat starts up: %v", err)
 	}
-	s.SetChatDown("a", true)
-	if err := s.ChatAvailable(ctx, "a"); sb.ErrorCode(err) != sb.CodeChannelUnavailable {
+	s.SetChatDown("a", sb.Live, true)
+	if err := s.ChatAvailable(ctx, "a", sb.Live); sb.ErrorCode(err) != sb.CodeChannelUnavailable {
 		t.Errorf("tenant a, chat down: %v, want CHANNEL_UNAVAILABLE", err)
 	}
-	if ch, err := s.Detect(ctx, "a", "+12125550123"); err != nil || ch != sb.ChannelSMS {
+	if ch, err := s.Detect(ctx, "a", sb.Live, "+12125550123"); err != nil || ch != sb.ChannelSMS {
 		t.Errorf("tenant a, chat down: Detect = %q, %v; want sms", ch, err)
 	}
 	// Detection of the magic numbers does not depend on the chat engine.
-	if _, err := s.Detect(ctx, "a", NoDetectionNumber); sb.ErrorCode(err) != sb.CodeDetectionUnavailable {
+	if _, err := s.Detect(ctx, "a", sb.Live, NoDetectionNumber); sb.ErrorCode(err) != sb.CodeDetectionUnavailable {
 		t.Errorf("tenant a, chat down: Detect(%s): %v", NoDetectionNumber, err)
 	}
-	// Other tenants are not affected.
-	if err := s.ChatAvailable(ctx, "b"); err != nil {
+	// The test environment of the same tenant is not affected, nor are
+	// other tenants.
+	if err := s.ChatAvailable(ctx, "a", sb.Test); err != nil {
+		t.Errorf("tenant a, test environment: %v", err)
+	}
+	if err := s.ChatAvailable(ctx, "b", sb.Live); err != nil {
 		t.Errorf("tenant b: %v", err)
 	}
-	if ch, _ := s.Detect(ctx, "b", "+12125550123"); ch != sb.ChannelChat {
+	if ch, _ := s.Detect(ctx, "b", sb.Live, "+12125550123"); ch != sb.ChannelChat {
 		t.Errorf("tenant b: Detect = %q, want chat", ch)
 	}
-	s.SetChatDown("a", false)
-	if err := s.ChatAvailable(ctx, "a"); err != nil {
+	s.SetChatDown("a", sb.Live, false)
+	if err := s.ChatAvailable(ctx, "a", sb.Live); err != nil {
 		t.Errorf("tenant a, chat up again: %v", err)
 	}
-	if ch, _ := s.Detect(ctx, "a", "+12125550123"); ch != sb.ChannelChat {
+	if ch, _ := s.Detect(ctx, "a", sb.Live, "+12125550123"); ch != sb.ChannelChat {
 		t.Errorf("tenant a, chat up again: Detect = %q, want chat", ch)
 	}
 }
@@ -99,6 +103,7 @@ func TestOutcomes(t *testing.T) {
 		"m-fail": {ID: "m-fail", To: FailNumber, Channel: sb.ChannelSMS},
 		"m-sms":  {ID: "m-sms", To: SMSOnlyNumber, Channel: sb.ChannelSMS},
 		"m-nod":  {ID: "m-nod", To: NoDetectionNumber, Channel: sb.ChannelSMS},
+		"m-chat": {ID: "m-chat", To: SMSOnlyNumber, Channel: sb.ChannelChat},
 	}
 	start := time.Now()
 	for _, m := range msgs {
@@ -122,9 +127,10 @@ func TestOutcomes(t *testing.T) {
 		if o.At.IsZero() || o.At.Before(start.Add(-time.Second)) || o.At.Location() != time.UTC {
 			t.Errorf("%s: outcome time %v", id, o.At)
 		}
-		if id == "m-fail" {
-			if o.Delivered || o.FailureReason != FailureReason {
-				t.Errorf("%s: %+v, want failed with %q", id, o, FailureReason)
+		want := map[string]string{"m-fail": FailureReason, "m-chat": NoChatReason}[id]
+		if want != "" {
+			if o.Delivered || o.FailureReason != want {
+				t.Errorf("%s: %+v, want failed with %q", id, o, want)
 			}
 		} else if !o.Delivered || o.FailureReason != "" {
 			t.Errorf("%s: %+v, want delivered", id, o)
@@ -154,7 +160,7 @@ func TestOutcomesKeepComing(t *testing.T) {
 func TestDuplicates(t *testing.T) {
 	// Without its clock goroutine the simulator holds every hand-off, so a
 	// message handed over twice is a duplicate whatever the timing.
-	s := &Simulator{delay: 100 * time.Millisecond, outcomes: make(chan sb.Outcome, 8), chatDown: map[string]bool{},
+	s := &Simulator{delay: 100 * time.Millisecond, outcomes: make(chan sb.Outcome, 8), chatDown: map[chatKey]bool{},
 		wake: make(chan struct{}, 1), handed: map[string]bool{}, done: make(chan struct{})}
 	m := &sb.Message{ID: "dup", To: "+12125550123"}
 	s.Send(context.Background(), m)

@@ -8,8 +8,11 @@
 //	anything else delivered; `auto` resolves to chat
 //
 // Outcomes are reported within Delay (default 100 ms, always under 1 s) of
-// the hand-off. The simulated chat engine can be taken down per tenant with
-// SetChatDown, which the API exposes as POST /v1/test/simulator.
+// the hand-off. The simulated chat engine can be taken down per tenant and
+// environment with SetChatDown, which the API exposes as POST
+// /v1/test/simulator: a test key's switch never changes what live traffic
+// sees. A message sent over chat to a number that cannot receive chat
+// (+15005550004) fails.
 package simulator
 
 import (
@@ -40,13 +43,18 @@ type Simulator struct {
 	outcomes chan sb.Outcome
 
 	mu       sync.Mutex
-	chatDown map[string]bool // tenant id -> chat engine down
-	pending  []pending       // ordered by due time (constant delay)
+	chatDown map[chatKey]bool // chat engine down
+	pending  []pending        // ordered by due time (constant delay)
 	wake     chan struct{}
 	handed   map[string]bool // message ids handed over and not yet reported
 	dups     int
 
 	done chan struct{}
+}
+
+type chatKey struct {
+	tenantID string
+	env      sb.Environment
 }
 
 type pending struct {
@@ -63,7 +71,7 @@ func New(delay time.Duration) *Simulator {
 	s := &Simulator{
 		delay:    delay,
 		outcomes: make(chan sb.Outcome, 8192),
-		chatDown: map[string]bool{},
+		chatDown: map[chatKey]bool{},
 		wake:     make(chan struct{}, 1),
 		handed:   map[string]bool{},
 		done:     make(chan struct{}),
@@ -76,24 +84,30 @@ func New(delay time.Duration) *Simulator {
 // queue hands their messages over again after a restart.
 func (s *Simulator) Close() { close(s.done) }
 
-// Detect implements sb.Provider.
-func (s *Simulator) Detect(ctx context.Context, tenantID, number string) (string, error) {
+// NoChatReason is the failure_reason of a chat message to a number that
+// cannot receive chat.
+const NoChatReason = "simulated recipient cannot receive chat"
+
+// Detect returns the channel (sb.ChannelChat or sb.ChannelSMS) number can
+// receive in the tenant's environment, or DETECTION_UNAVAILABLE.
+func (s *Simulator) Detect(ctx context.Context, tenantID string, env sb.Environment, number string) (string, error) {
 	switch number {
 	case NoDetectionNumber:
 		return "", sb.Errorf(sb.CodeDetectionUnavailable, "Channel detection is temporarily unavailable. Retry, or send with channel \"sms\".")
 	case SMSOnlyNumber:
 		return sb.ChannelSMS, nil
 	}
-	if s.ChatAvailable(ctx, tenantID) != nil {
+	if s.ChatAvailable(ctx, tenantID, env) != nil {
 		return sb.ChannelSMS, nil
 	}
 	return sb.ChannelChat, nil
 }
 
-// ChatAvailable implements sb.Provider.
-func (s *Simulator) ChatAvailable(ctx context.Context, tenantID string) error {
+// ChatAvailable returns nil, or CHANNEL_UNAVAILABLE while the tenant's
+// chat engine is down in env.
+func (s *Simulator) ChatAvailable(ctx context.Context, tenantID string, env sb.Environment) error {
 	s.mu.Lock()
-	down := s.chatDown[tenantID]
+	down := s.chatDown[chatKey{tenantID, env}]
 	s.mu.Unlock()
 	if down {
 		return sb.Errorf(sb.CodeChannelUnavailable, "The chat channel engine is temporarily unavailable. Retry later or send with channel \"sms\".")
@@ -101,13 +115,14 @@ func (s *Simulator) ChatAvailable(ctx context.Context, tenantID string) error {
 	return nil
 }
 
-// SetChatDown takes the tenant's simulated chat engine down or brings it up.
-func (s *Simulator) SetChatDown(tenantID string, down bool) {
+// SetChatDown takes the tenant's simulated chat engine in env down or
+// brings it up.
+func (s *Simulator) SetChatDown(tenantID string, env sb.Environment, down bool) {
 	s.mu.Lock()
 	if down {
-		s.chatDown[tenantID] = true
+		s.chatDown[chatKey{tenantID, env}] = true
 	} else {
-		delete(s.chatDown, tenantID)
+		delete(s.chatDown, chatKey{tenantID, env})
 	}
 	s.mu.Unlock()
 }
@@ -116,8 +131,11 @@ func (s *Simulator) SetChatDown(tenantID string, down bool) {
 // once more in the simulation; Handoffs reports how often each id came.
 func (s *Simulator) Send(ctx context.Context, m *sb.Message) error {
 	out := sb.Outcome{MessageID: m.ID, Delivered: true}
-	if m.To == FailNumber {
+	switch {
+	case m.To == FailNumber:
 		out = sb.Outcome{MessageID: m.ID, FailureReason: FailureReason}
+	case m.To == SMSOnlyNumber && m.Channel == sb.ChannelChat:
+		out = sb.Outcome{MessageID: m.ID, FailureReason: NoChatReason}
 	}
 	now := time.Now()
 	s.mu.Lock()

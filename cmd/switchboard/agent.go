@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/android-sms-gateway/client-go/smsgateway"
+
+	"github.com/switchboard/switchboard/provider/android/agent"
+)
+
+// phoneAgentCmd runs a reference device: it pairs with a code (or reuses
+// the pairing kept in --state), takes and "sends" the messages of its
+// phone, and turns each line "NUMBER TEXT" on stdin into a text the phone
+// receives from NUMBER.
+func phoneAgentCmd(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	f := newFlags("phone-agent", getenv, stderr)
+	url := f.string("url", "", "the device API: https://HOST/api/mobile/v1 (required)")
+	code := f.string("code", "", "the pairing code of POST /v1/phones (required unless --state holds a pairing)")
+	state := f.string("state", "", "a file that keeps the pairing, so that the agent can be restarted without a new code")
+	name := f.string("name", "Switchboard phone-agent", "the device name")
+	failShare := f.float("fail-share", 0, "share of messages (0 to 1) that fail to send")
+	insecure := f.bool("insecure", false, "accept any TLS certificate (a self-signed one on a trial server)")
+	if _, err := f.parse(args); err != nil {
+		return err
+	}
+	if *url == "" {
+		return errors.New("phone-agent: --url is required")
+	}
+	if *failShare < 0 || *failShare > 1 {
+		return errors.New("phone-agent: --fail-share must be between 0 and 1")
+	}
+	var mu sync.Mutex
+	out := json.NewEncoder(stdout)
+	print := func(v any) {
+		mu.Lock()
+		defer mu.Unlock()
+		out.Encode(v)
+	}
+	opt := agent.Options{URL: *url, Name: *name, FailShare: *failShare,
+		OnMessage: func(m smsgateway.MobileMessage) {
+			text := ""
+			if m.TextMessage != nil {
+				text = m.TextMessage.Text
+			}
+			print(map[string]any{"sent": m.ID, "to": m.PhoneNumbers, "text": text})
+		}}
+	if *insecure {
+		opt.HTTP = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	}
+	a, err := loadAgent(ctx, opt, *code, *state)
+	if err != nil {
+		return err
+	}
+	print(map[string]string{"device_id": a.ID, "phone_id": a.Login, "status": "paired"})
+	go func() { // stdin: NUMBER TEXT, one text a line
+		sc := bufio.NewScanner(stdin)
+		for sc.Scan() {
+			from, text, ok := strings.Cut(strings.TrimSpace(sc.Text()), " ")
+			if !ok || text == "" {
+				fmt.Fprintln(stderr, "phone-agent: write NUMBER TEXT to receive a text")
+				continue
+			}
+			if _, err := a.Inbound(ctx, from, text); err != nil {
+				fmt.Fprintln(stderr, "phone-agent: inbound:", err)
+				continue
+			}
+			print(map[string]string{"received_from": from, "text": text})
+		}
+	}()
+	err = a.Run(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("phone-agent: %w", err)
+}
+
+// agentState is what --state keeps.
+type agentState struct {
+	URL   string `json:"url"`
+	ID    string `json:"id"`
+	Token string `json:"token"`
+}
+
+func loadAgent(ctx context.Context, opt agent.Options, code, path string) (*agent.Agent, error) {
+	if path != "" {
+		if b, err := os.ReadFile(path); err == nil {
+			var st agentState
+			if err := json.Unmarshal(b, &st); err != nil {
+				return nil, fmt.Errorf("phone-agent: --state %s: %w", path, err)
+			}
+			if code == "" && st.URL == opt.URL {
+				return agent.New(opt, st.ID, st.Token), nil
+			}
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("phone-agent: --state: %w", err)
+		}
+	}
+	if code == "" {
+		return nil, errors.New("phone-agent: --code is required (the pairing code of POST /v1/phones)")
+	}
+	a, err := agent.Pair(ctx, opt, code)
+	if err != nil {
+		return nil, fmt.Errorf("phone-agent: %w", err)
+	}
+	if path != "" {
+		b, _ := json.Marshal(agentState{URL: opt.URL, ID: a.ID, Token: a.Token})
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			return nil, fmt.Errorf("phone-agent: --state: %w", err)
+		}
+	}
+	return a, nil
+}

@@ -1,0 +1,633 @@
+package main
+
+// End-to-end tests of the device protocol (contract section 8): real
+// Android phones running "SMS Gateway for Android", played over real HTTP
+// by the reference device (provider/android/agent) and by hand, with the
+// wire types of the app's Go client (github.com/android-sms-gateway/client-go)
+// so that a field the app does not know fails a test.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/android-sms-gateway/client-go/smsgateway"
+
+	"github.com/switchboard/switchboard/internal/dbtest"
+	"github.com/switchboard/switchboard/provider/android/agent"
+)
+
+// devArgs are the serve flags of the device tests: phones go offline 2 s
+// after their device was last seen, and a message handed to a device is
+// valid there for 3 s, so that the tests see both happen.
+var devArgs = []string{"--allow-private-webhooks", "--phone-offline-after", "2s", "--device-valid-for", "3s"}
+
+// devURL is the device API of s.
+func devURL(s *server) string { return s.URL + "/api/mobile/v1" }
+
+var devClient = &http.Client{Timeout: 30 * time.Second}
+
+// devCall makes one raw request of the device protocol and decodes the
+// answer into out (when the status is 2xx and out is set).
+func devCall(t testing.TB, s *server, method, path, auth string, body, out any) int {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, devURL(s)+path, rd)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := devClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	if res.StatusCode/100 != 2 {
+		// Errors are the app's {"message": ...}.
+		var e smsgateway.ErrorResponse
+		if err := json.Unmarshal(raw, &e); err != nil || e.Message == "" {
+			t.Errorf("%s %s: %d with a body that is not {\"message\"}: %s", method, path, res.StatusCode, raw)
+		}
+	} else if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s %s: %v: %s", method, path, err, raw)
+		}
+	}
+	return res.StatusCode
+}
+
+// devRegisterStatus tries to pair a device with code and returns the status.
+func devRegisterStatus(t testing.TB, s *server, code string) int {
+	name := "test"
+	return devCall(t, s, "POST", "/device", "Code "+code, smsgateway.MobileRegisterRequest{Name: &name}, nil)
+}
+
+// devPhone adds an android phone and returns its id, number and code.
+func devPhone(t testing.TB, s *server, key string, extra map[string]any) (id, number, code string) {
+	t.Helper()
+	body := map[string]any{"number": msgFreshNumber("+1415XXXXXXX")}
+	for k, v := range extra {
+		body[k] = v
+	}
+	d := phoneCreate(t, s, key, body)
+	return d["id"].(string), d["number"].(string), d["pairing"].(map[string]any)["code"].(string)
+}
+
+// devAgent pairs a reference device with code and, when run, holds its
+// event stream open until the test ends (or stop is called).
+func devAgent(t testing.TB, s *server, code string, opt agent.Options, run bool) (a *agent.Agent, stop func()) {
+	t.Helper()
+	opt.URL = devURL(s)
+	a, err := agent.Pair(context.Background(), opt, code)
+	if err != nil {
+		t.Fatalf("pair: %v", err)
+	}
+	return a, devRun(t, a, run)
+}
+
+func devRun(t testing.TB, a *agent.Agent, run bool) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	if run {
+		go func() { a.Run(ctx); close(done) }()
+	} else {
+		close(done)
+	}
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+// devOnlyAndroid deletes the simulated phone tenant create gave, so that
+// live sends go to the tenant's android phones.
+func devOnlyAndroid(t testing.TB, s *server, tn tenant) {
+	t.Helper()
+	if r := s.do(t, "DELETE", "/v1/phones/"+tn.Phone.ID, tn.Live, nil); r.Status != 200 {
+		t.Fatalf("delete the simulated phone: %d %s", r.Status, r.Raw)
+	}
+}
+
+// devHeld waits until the device holds message id and returns it.
+func devHeld(t testing.TB, a *agent.Agent, id string) smsgateway.MobileMessage {
+	t.Helper()
+	var m smsgateway.MobileMessage
+	eventually(t, 30*time.Second, "the device to take "+id, func() bool {
+		var ok bool
+		m, ok = a.Held()[id]
+		return ok
+	})
+	return m
+}
+
+func TestDevicePairing(t *testing.T) {
+	t.Parallel()
+	runShared(t, devArgs, []sharedCase{
+		{"codes", func(t *testing.T, s *server, db string) {
+			tn := msgTenant(t, db)
+			id, _, code := devPhone(t, s, tn.Live, map[string]any{"sim_number": 2})
+			if status := devCall(t, s, "POST", "/device", "", smsgateway.MobileRegisterRequest{}, nil); status != 401 {
+				t.Errorf("no Authorization: %d, want 401", status)
+			}
+			wrong := "00000000"
+			if code == wrong {
+				wrong = "00000001"
+			}
+			if status := devRegisterStatus(t, s, wrong); status != 401 {
+				t.Errorf("wrong code: %d, want 401", status)
+			}
+			name := "Pixel 8"
+			var reg smsgateway.MobileRegisterResponse
+			if status := devCall(t, s, "POST", "/device", "code "+code, smsgateway.MobileRegisterRequest{Name: &name}, &reg); status != 201 {
+				t.Fatalf("pairing: %d", status)
+			}
+			if len(reg.Id) != 21 || len(reg.Token) < 32 || reg.Login != id || reg.Password != "" {
+				t.Errorf("pairing answer: %+v", reg)
+			}
+			if status := devRegisterStatus(t, s, code); status != 401 {
+				t.Errorf("used code: %d, want 401", status)
+			}
+			// The phone is paired and online, its device named.
+			p := phoneGet(t, s, tn.Live, id)
+			dev, _ := p["device"].(map[string]any)
+			if p["status"] != "online" || p["last_seen_at"] == nil || dev["name"] != "Pixel 8" || dev["sim_number"] != 2.0 {
+				t.Errorf("paired phone: %v", p)
+			}
+			// What the app asks after pairing, in its own types.
+			var me smsgateway.MobileDeviceResponse
+			if status := devCall(t, s, "GET", "/device", "Bearer "+reg.Token, nil, &me); status != 200 || me.Device == nil || me.Device.ID != reg.Id || me.Device.Name != "Pixel 8" {
+				t.Errorf("GET /device: %d %+v", status, me)
+			}
+			var settings smsgateway.DeviceSettings
+			if status := devCall(t, s, "GET", "/settings", "Bearer "+reg.Token, nil, &settings); status != 200 {
+				t.Errorf("GET /settings: %d", status)
+			}
+			if status := devCall(t, s, "PATCH", "/device", "Bearer "+reg.Token, smsgateway.MobileUpdateRequest{Id: reg.Id, PushToken: ""}, nil); status != 204 {
+				t.Errorf("PATCH /device: %d, want 204", status)
+			}
+			var hooks []smsgateway.Webhook
+			if status := devCall(t, s, "GET", "/webhooks", "Bearer "+reg.Token, nil, &hooks); status != 200 || len(hooks) != 1 ||
+				hooks[0].Event != smsgateway.WebhookEventSmsReceived || !strings.HasPrefix(hooks[0].URL, devURL(s)+"/inbound/") ||
+				hooks[0].DeviceID == nil || *hooks[0].DeviceID != reg.Id {
+				t.Errorf("GET /webhooks: %d %+v", status, hooks)
+			}
+			var msgs smsgateway.MobileGetMessagesResponse
+			if status := devCall(t, s, "GET", "/message?order=lifo", "Bearer "+reg.Token, nil, &msgs); status != 200 || len(msgs) != 0 {
+				t.Errorf("GET /message with nothing waiting: %d %v", status, msgs)
+			}
+			for _, auth := range []string{"", "Bearer nope", "Bearer " + reg.Token + "x", "Code " + code} {
+				if status := devCall(t, s, "GET", "/message", auth, nil, nil); status != 401 {
+					t.Errorf("GET /message with %q: %d, want 401", auth, status)
+				}
+			}
+		}},
+		{"an expired code", func(t *testing.T, s *server, db string) {
+			tn := msgTenant(t, db)
+			id, _, code := devPhone(t, s, tn.Live, nil)
+			// The clock cannot be moved: the code's expiry is.
+			dbtest.Exec(t, db, `UPDATE phones SET pairing_expires_at = ? WHERE id = ?`, time.Now().Add(-time.Second).UnixMicro(), id)
+			if status := devRegisterStatus(t, s, code); status != 401 {
+				t.Errorf("expired code: %d, want 401", status)
+			}
+		}},
+		{"re-pairing and deleting lock the old device out", func(t *testing.T, s *server, db string) {
+			tn := msgTenant(t, db)
+			id, _, code := devPhone(t, s, tn.Live, nil)
+			first, _ := devAgent(t, s, code, agent.Options{}, true)
+			if _, err := first.Device(context.Background()); err != nil {
+				t.Fatalf("first device: %v", err)
+			}
+			r := s.do(t, "POST", "/v1/phones/"+id+"/pairing", tn.Live, nil)
+			second, _ := devAgent(t, s, r.Data()["code"].(string), agent.Options{}, false)
+			if _, err := first.Device(context.Background()); !isStatus(err, 401) {
+				t.Errorf("the replaced device: %v, want 401", err)
+			}
+			if _, err := second.Device(context.Background()); err != nil {
+				t.Errorf("the new device: %v", err)
+			}
+			if r := s.do(t, "DELETE", "/v1/phones/"+id, tn.Live, nil); r.Status != 200 {
+				t.Fatalf("delete: %d %s", r.Status, r.Raw)
+			}
+			if _, err := second.Device(context.Background()); !isStatus(err, 401) {
+				t.Errorf("the device of a deleted phone: %v, want 401", err)
+			}
+		}},
+	})
+}
+
+// TestDevicePairingRateLimited: failed attempts from one address are cut
+// off, so that a code cannot be guessed in its lifetime.
+func TestDevicePairingRateLimited(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, sqliteURL(t), devArgs...)
+	tn := msgTenant(t, s.DB)
+	_, _, code := devPhone(t, s, tn.Live, nil)
+	limited := false
+	for i := 0; i < 12 && !limited; i++ {
+		switch status := devRegisterStatus(t, s, "1234567"+string(rune('0'+i%10))); status {
+		case 401:
+		case 429:
+			limited = true
+			if i < 10 {
+				t.Errorf("limited after %d attempts, want 10 allowed a minute", i)
+			}
+		default:
+			t.Fatalf("attempt %d: %d", i, status)
+		}
+	}
+	if !limited {
+		t.Fatal("12 wrong codes in a row were all tried")
+	}
+	// While limited, even the right code waits.
+	if status := devRegisterStatus(t, s, code); status != 429 {
+		t.Errorf("the right code while limited: %d, want 429", status)
+	}
+}
+
+func isStatus(err error, status int) bool {
+	var se *agent.StatusError
+	return err != nil && errors.As(err, &se) && se.Status == status
+}
+
+func TestDeviceDelivery(t *testing.T) {
+	t.Parallel()
+	runShared(t, devArgs, []sharedCase{
+		{"a message reaches the device and is delivered", func(t *testing.T, s *server, db string) {
+			tn := msgTenant(t, db)
+			devOnlyAndroid(t, s, tn)
+			_, number, code := devPhone(t, s, tn.Live, map[string]any{"sim_number": 1})
+			a, _ := devAgent(t, s, code, agent.Options{}, true)
+			to := msgAwake(t)
+			before := time.Now()
+			d := msgSend(t, s, tn.Live, map[string]any{"to": to, "body": "Your code is 1234", "channel": "auto"})
+			if d["from"] != number || d["channel"] != "sms" {
+				t.Errorf("send: %v, want from %s over sms (no phone sends chat)", d, number)
+			}
+			id := d["message_id"].(string)
+			m := devHeld(t, a, id)
+			if m.TextMessage == nil || m.TextMessage.Text != "Your code is 1234" || len(m.PhoneNumbers) != 1 || m.PhoneNumbers[0] != to ||
+				m.WithDeliveryReport == nil || !*m.WithDeliveryReport || m.SimNumber == nil || *m.SimNumber != 1 || m.ValidUntil == nil ||
+				m.ValidUntil.Before(before.Add(3*time.Second-time.Second)) || m.ValidUntil.After(time.Now().Add(4*time.Second)) || m.CreatedAt.IsZero() {
+				t.Errorf("the message as the device got it: %+v", m)
+			}
+			got := msgWait(t, s, tn.Live, id, "delivered")
+			if got["sent_at"] == nil || got["delivered_at"] == nil || got["failure_reason"] != nil {
+				t.Errorf("delivered message: %v", got)
+			}
+			if n := a.SentCount(id); n != 1 {
+				t.Errorf("the device sent the message %d times", n)
+			}
+			// A test send never reaches the device.
+			td := msgSend(t, s, tn.Test, map[string]any{"to": to, "body": "test"})
+			msgWait(t, s, tn.Test, td["message_id"].(string), "delivered")
+			a.Pull(context.Background())
+			if _, ok := a.Held()[td["message_id"].(string)]; ok {
+				t.Errorf("a test message reached the device")
+			}
+			// auto with detection down goes by sms when no phone sends chat.
+			if d := msgSend(t, s, tn.Live, map[string]any{"to": "+15005550003", "body": "x"}); d["channel"] != "sms" {
+				t.Errorf("auto to the detection-down number: %v", d)
+			}
+		}},
+		{"every state a device reports", func(t *testing.T, s *server, db string) {
+			tn := msgTenant(t, db)
+			devOnlyAndroid(t, s, tn)
+			_, _, code := devPhone(t, s, tn.Live, nil)
+			var reg smsgateway.MobileRegisterResponse
+			devCall(t, s, "POST", "/device", "Code "+code, smsgateway.MobileRegisterRequest{}, &reg)
+			auth := "Bearer " + reg.Token
+			send := func() string {
+				return msgSend(t, s, tn.Live, map[string]any{"to": msgAwake(t), "body": "x"})["message_id"].(string)
+			}
+			take := func(want ...string) {
+				t.Helper()
+				var msgs smsgateway.MobileGetMessagesResponse
+				devCall(t, s, "GET", "/message", auth, nil, &msgs)
+				var got []string
+				for _, m := range msgs {
+					got = append(got, m.ID)
+				}
+				if strings.Join(got, ",") != strings.Join(want, ",") {
+					t.Fatalf("GET /message: %v, want %v", got, want)
+				}
+			}
+			report := func(id string, state smsgateway.ProcessingState, errText string, at time.Time) {
+				t.Helper()
+				var e *string
+				if errText != "" {
+					e = &errText
+				}
+				req := smsgateway.MobilePatchMessageRequest{{ID: id, State: state,
+					Recipients: []smsgateway.RecipientState{{PhoneNumber: "x", State: state, Error: e}},
+					States:     map[string]time.Time{string(state): at}}}
+				if status := devCall(t, s, "PATCH", "/message", auth, req, nil); status != 204 {
+					t.Fatalf("PATCH /message %s %s: %d", id, state, status)
+				}
+			}
+			a, b, c := send(), send(), send()
+			take(a, b, c)
+			take(a, b, c) // taken, not reported on: handed again (the app deduplicates by id)
+			report(a, smsgateway.ProcessingStateProcessed, "", time.Now())
+			take(b, c) // reported on: not again
+			if m := msgGet(t, s, tn.Live, a); m["status"] != "queued" {
+				t.Errorf("Processed: %v, want queued", m["status"])
+			}
+			sentAt := time.Now().Add(-time.Second).UTC().Truncate(time.Millisecond)
+			report(a, smsgateway.ProcessingStateSent, "", sentAt)
+			if m := msgGet(t, s, tn.Live, a); m["status"] != "sent" || m["sent_at"] != sentAt.Format("2006-01-02T15:04:05.999999Z") {
+				t.Errorf("Sent: %v %v, want sent at %v", m["status"], m["sent_at"], sentAt)
+			}
+			report(a, smsgateway.ProcessingStateDelivered, "", time.Now())
+			m := msgGet(t, s, tn.Live, a)
+			if m["status"] != "delivered" || m["sent_at"] != sentAt.Format("2006-01-02T15:04:05.999999Z") {
+				t.Errorf("Delivered: %v", m)
+			}
+			// A repeat and a stale report change nothing.
+			report(a, smsgateway.ProcessingStateDelivered, "", time.Now().Add(time.Hour))
+			report(a, smsgateway.ProcessingStateSent, "", time.Now())
+			report(a, smsgateway.ProcessingStateFailed, "late", time.Now())
+			if again := msgGet(t, s, tn.Live, a); again["status"] != "delivered" || again["delivered_at"] != m["delivered_at"] || again["failure_reason"] != nil {
+				t.Errorf("after a repeated and stale reports: %v, want %v", again, m)
+			}
+			// Failed, with the phone's reason.
+			report(b, smsgateway.ProcessingStateFailed, "RESULT_ERROR_LIMIT_EXCEEDED", time.Now())
+			if m := msgGet(t, s, tn.Live, b); m["status"] != "failed" || m["failure_reason"] != "RESULT_ERROR_LIMIT_EXCEEDED" || m["error_code"] != "DELIVERY_FAILED" || m["failed_at"] == nil {
+				t.Errorf("Failed: %v", m)
+			}
+			// An unknown state is accepted and ignored; so is a report on a
+			// message the device was never handed.
+			report(c, smsgateway.ProcessingState("Exploded"), "", time.Now())
+			d := send()
+			report(d, smsgateway.ProcessingStateDelivered, "", time.Now())
+			for _, id := range []string{c, d} {
+				if m := msgGet(t, s, tn.Live, id); m["status"] != "queued" {
+					t.Errorf("%s after an ignored report: %v", id, m["status"])
+				}
+			}
+			// Bad bodies are refused in the app's error format.
+			for _, body := range []string{`{"id": "x"}`, `[{"id": ""}]`, `not json`} {
+				req, _ := http.NewRequest("PATCH", devURL(s)+"/message", strings.NewReader(body))
+				req.Header.Set("Authorization", auth)
+				res, err := devClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res.Body.Close()
+				if res.StatusCode != 400 {
+					t.Errorf("PATCH /message %s: %d, want 400", body, res.StatusCode)
+				}
+			}
+		}},
+		{"inbound texts", func(t *testing.T, s *server, db string) {
+			tn := msgTenant(t, db)
+			devOnlyAndroid(t, s, tn)
+			rc := newHookReceiver(t, nil)
+			registerHook(t, s, tn.Live, rc.URL, "message.received")
+			_, number, code := devPhone(t, s, tn.Live, nil)
+			a, _ := devAgent(t, s, code, agent.Options{}, false)
+			from := msgAwake(t)
+			inbound := func() []map[string]any {
+				return msgList(t, s, tn.Live, "direction=inbound&limit=100").List()
+			}
+			// A national number is read in the phone's own country.
+			ev, err := a.Inbound(context.Background(), from, "STOP")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Post(context.Background(), ev); err != nil { // the app's retry
+				t.Fatal(err)
+			}
+			list := inbound()
+			if len(list) != 1 || list[0]["from"] != from || list[0]["to"] != number || list[0]["body"] != "STOP" || list[0]["status"] != "received" {
+				t.Fatalf("inbound after the text and its repeat: %v", list)
+			}
+			msgWantErr(t, s.do(t, "POST", "/v1/messages", tn.Live, map[string]any{"to": from, "body": "x"}), 400, "RECIPIENT_OPTED_OUT", "")
+			eventually(t, 30*time.Second, "message.received", func() bool { return rc.count() >= 1 })
+			if p := rc.requests()[0].payload(t); p["event"] != "message.received" || p["message_id"] != list[0]["id"] || p["body"] != "STOP" {
+				t.Errorf("webhook: %v", p)
+			}
+			if _, err := a.Inbound(context.Background(), from, "start"); err != nil {
+				t.Fatal(err)
+			}
+			a.Pull(context.Background()) // keep the phone online
+			msgSend(t, s, tn.Live, map[string]any{"to": from, "body": "welcome back"})
+			// A forged callback stores nothing.
+			forged, _ := json.Marshal(agent.Event{ID: "forged", Event: "sms:received", Payload: map[string]any{"sender": from, "message": "STOP"}})
+			res, err := devClient.Post(devURL(s)+"/inbound/0123456789abcdef0123456789abcdef01234567", "application/json", bytes.NewReader(forged))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != 401 {
+				t.Errorf("forged inbound: %d, want 401", res.StatusCode)
+			}
+			if l := inbound(); len(l) != 2 {
+				t.Errorf("%d inbound messages after the forged one, want 2: %v", len(l), l)
+			}
+			msgSend(t, s, tn.Live, map[string]any{"to": from, "body": "still opted in"})
+		}},
+		{"a phone goes offline", func(t *testing.T, s *server, db string) {
+			tn := msgTenant(t, db)
+			devOnlyAndroid(t, s, tn)
+			id, _, code := devPhone(t, s, tn.Live, nil)
+			_, stop := devAgent(t, s, code, agent.Options{}, true)
+			// The open stream keeps it online past --phone-offline-after.
+			deadline := time.Now().Add(3 * time.Second)
+			for time.Now().Before(deadline) {
+				if p := phoneGet(t, s, tn.Live, id); p["status"] != "online" {
+					t.Fatalf("with its stream open: %v", p)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			stop()
+			eventually(t, 30*time.Second, "the phone to go offline", func() bool { return phoneGet(t, s, tn.Live, id)["status"] == "offline" })
+			msgWantErr(t, s.do(t, "POST", "/v1/messages", tn.Live, map[string]any{"to": msgAwake(t), "body": "x"}), 503, "NO_PHONE_AVAILABLE", "")
+		}},
+		{"daily limit and pacing", func(t *testing.T, s *server, db string) {
+			tn := msgTenant(t, db)
+			devOnlyAndroid(t, s, tn)
+			msgAvoidMidnight(t)
+			id, number, code := devPhone(t, s, tn.Live, map[string]any{"daily_limit": 3, "rate_limit": 1})
+			var reg smsgateway.MobileRegisterResponse
+			devCall(t, s, "POST", "/device", "Code "+code, smsgateway.MobileRegisterRequest{}, &reg)
+			var ids []string
+			for range 3 {
+				ids = append(ids, msgSend(t, s, tn.Live, map[string]any{"to": msgAwake(t), "body": "x"})["message_id"].(string))
+			}
+			r := s.do(t, "POST", "/v1/messages", tn.Live, map[string]any{"to": msgAwake(t), "body": "x", "from": number})
+			msgWantErr(t, r, 503, "NO_PHONE_AVAILABLE", "")
+			if !strings.Contains(r.Body["error"].(string), number) {
+				t.Errorf("NO_PHONE_AVAILABLE for a named phone does not name it: %s", r.Raw)
+			}
+			if p := phoneGet(t, s, tn.Live, id); p["sent_today"] != 3.0 {
+				t.Errorf("sent_today %v, want 3", p["sent_today"])
+			}
+			// One a minute: the device gets one message, then none.
+			var msgs smsgateway.MobileGetMessagesResponse
+			devCall(t, s, "GET", "/message", "Bearer "+reg.Token, nil, &msgs)
+			if len(msgs) != 1 || msgs[0].ID != ids[0] {
+				t.Fatalf("first take at 1 a minute: %v", msgs)
+			}
+			devCall(t, s, "PATCH", "/message", "Bearer "+reg.Token, smsgateway.MobilePatchMessageRequest{{ID: ids[0], State: smsgateway.ProcessingStateSent,
+				Recipients: []smsgateway.RecipientState{{PhoneNumber: "x", State: smsgateway.ProcessingStateSent}}}}, nil)
+			devCall(t, s, "GET", "/message", "Bearer "+reg.Token, nil, &msgs)
+			if len(msgs) != 0 {
+				t.Fatalf("second take within the minute: %v", msgs)
+			}
+			// Without the rate, the rest come at once.
+			s.do(t, "PATCH", "/v1/phones/"+id, tn.Live, map[string]any{"rate_limit": nil})
+			devCall(t, s, "GET", "/message", "Bearer "+reg.Token, nil, &msgs)
+			if len(msgs) != 2 || msgs[0].ID != ids[1] || msgs[1].ID != ids[2] {
+				t.Fatalf("take without a rate: %v", msgs)
+			}
+		}},
+	})
+}
+
+// TestDeviceValidUntilMovesMessages: a device that takes a message and
+// reports nothing by its validUntil loses it to another phone, which sends
+// it; the first never does (the app does not send after validUntil), and
+// its late reports change nothing.
+func TestDeviceValidUntilMovesMessages(t *testing.T) {
+	t.Parallel()
+	runShared(t, devArgs, []sharedCase{
+		{"validUntil", func(t *testing.T, s *server, db string) {
+			tn := msgTenant(t, db)
+			devOnlyAndroid(t, s, tn)
+			_, _, codeA := devPhone(t, s, tn.Live, nil)
+			idB, numberB, codeB := devPhone(t, s, tn.Live, nil)
+			a, _ := devAgent(t, s, codeA, agent.Options{Hold: true}, true)
+			b := agentPairedOffline(t, s, tn, idB, codeB)
+			id := msgSend(t, s, tn.Live, map[string]any{"to": msgAwake(t), "body": "x"})["message_id"].(string)
+			devHeld(t, a, id)
+			devRun(t, b, true) // B comes online; A holds the message past its validUntil
+			m := msgWait(t, s, tn.Live, id, "delivered")
+			if m["from"] != numberB {
+				t.Errorf("delivered from %v, want the second phone %s", m["from"], numberB)
+			}
+			if a.SentCount(id) != 0 || b.SentCount(id) != 1 {
+				t.Errorf("sent %d times by the first phone and %d by the second, want 0 and 1", a.SentCount(id), b.SentCount(id))
+			}
+			// The first device's late report changes nothing.
+			failed := "TTL expired"
+			req := smsgateway.MobilePatchMessageRequest{{ID: id, State: smsgateway.ProcessingStateFailed,
+				Recipients: []smsgateway.RecipientState{{PhoneNumber: "x", State: smsgateway.ProcessingStateFailed, Error: &failed}}}}
+			if status := devCall(t, s, "PATCH", "/message", "Bearer "+a.Token, req, nil); status != 204 {
+				t.Errorf("late report: %d", status)
+			}
+			if m := msgGet(t, s, tn.Live, id); m["status"] != "delivered" {
+				t.Errorf("after the first device's late report: %v", m["status"])
+			}
+		}},
+		{"deleting a phone moves its messages", func(t *testing.T, s *server, db string) {
+			tn := msgTenant(t, db)
+			devOnlyAndroid(t, s, tn)
+			idA, _, codeA := devPhone(t, s, tn.Live, nil)
+			idB, numberB, codeB := devPhone(t, s, tn.Live, nil)
+			var reg smsgateway.MobileRegisterResponse
+			devCall(t, s, "POST", "/device", "Code "+codeA, smsgateway.MobileRegisterRequest{}, &reg)
+			b := agentPairedOffline(t, s, tn, idB, codeB)
+			devCall(t, s, "GET", "/device", "Bearer "+reg.Token, nil, nil) // A is seen: online, B not
+			var ids []string
+			for range 3 {
+				ids = append(ids, msgSend(t, s, tn.Live, map[string]any{"to": msgAwake(t), "body": "x"})["message_id"].(string))
+			}
+			devRun(t, b, true)
+			s.do(t, "DELETE", "/v1/phones/"+idA, tn.Live, nil)
+			for _, id := range ids {
+				if m := msgWait(t, s, tn.Live, id, "delivered"); m["from"] != numberB {
+					t.Errorf("%s delivered from %v, want %s", id, m["from"], numberB)
+				}
+			}
+		}},
+	})
+}
+
+// agentPairedOffline pairs a reference device with the phone id and waits
+// until the phone is offline (its device not running): it can then take
+// messages only once it runs.
+func agentPairedOffline(t testing.TB, s *server, tn tenant, id, code string) *agent.Agent {
+	t.Helper()
+	a, err := agent.Pair(context.Background(), agent.Options{URL: devURL(s)}, code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the paired phone to go offline", func() bool { return phoneGet(t, s, tn.Live, id)["status"] == "offline" })
+	return a
+}
+
+// TestDeviceTwoNodes: on PostgreSQL, a message accepted on one node reaches
+// a device whose stream another node holds.
+func TestDeviceTwoNodes(t *testing.T) {
+	t.Parallel()
+	db := postgresURL(t)
+	nodeA := startServer(t, db, devArgs...)
+	nodeB := startServer(t, db, devArgs...)
+	tn := msgTenant(t, db)
+	devOnlyAndroid(t, nodeA, tn)
+	_, _, code := devPhone(t, nodeA, tn.Live, nil)
+	b, _ := devAgent(t, nodeB, code, agent.Options{}, true)
+	eventually(t, 30*time.Second, "the stream on node B", func() bool {
+		return b.Events() >= 0 && nodeB.logs.String() != "" && strings.Contains(nodeB.logs.String(), "device connected")
+	})
+	sent := time.Now()
+	id := msgSend(t, nodeA, tn.Live, map[string]any{"to": msgAwake(t), "body": "across nodes"})["message_id"].(string)
+	devHeld(t, b, id)
+	t.Logf("accepted on node A, taken by the device on node B %v later", time.Since(sent))
+	msgWait(t, nodeA, tn.Live, id, "delivered")
+}
+
+// TestDeviceCrashLosesNothing: the server is killed with SIGKILL while a
+// device is taking and reporting messages; started again on the same
+// database (and address), every accepted message reaches the device and is
+// delivered, none is sent twice.
+func TestDeviceCrashLosesNothing(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, db string) {
+		tn := newTenant(t, db, "--plan", "scale")
+		addr := freeAddr(t)
+		args := []string{"--addr", addr, "--phone-offline-after", "1m", "--device-valid-for", "1m"}
+		p := startProcess(t, db, args...)
+		s := &server{t: t, URL: p.URL, DB: db}
+		devOnlyAndroid(t, s, tn)
+		_, _, code := devPhone(t, s, tn.Live, nil)
+		a, _ := devAgent(t, s, code, agent.Options{}, true)
+		var ids []string
+		for range 30 {
+			ids = append(ids, msgSend(t, s, tn.Live, map[string]any{"to": msgAwake(t), "body": "x"})["message_id"].(string))
+		}
+		p.kill() // some delivered, some taken and reported on in part, some waiting
+		p = startProcess(t, db, args...)
+		for _, id := range ids {
+			msgWait(t, s, tn.Live, id, "delivered")
+			if n := a.SentCount(id); n != 1 {
+				t.Errorf("%s was sent %d times", id, n)
+			}
+		}
+	})
+}
+
+// freeAddr returns a loopback address with a port that was free a moment
+// ago, for a server that must come back at the same address.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}

@@ -1,0 +1,205 @@
+package main
+
+// End-to-end tests of /v1/phones (contract section 8): the tenant's sending
+// phones, adding Android phones with their pairing codes, limits, deletion.
+// The device protocol is in devices_test.go.
+
+import (
+	"net/http"
+	"regexp"
+	"testing"
+	"time"
+)
+
+// phoneCreate adds an android phone with the live key and returns data.
+func phoneCreate(t testing.TB, s *server, key string, body map[string]any) map[string]any {
+	t.Helper()
+	r := s.do(t, "POST", "/v1/phones", key, body)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("create phone %v: %d %s", body, r.Status, r.Raw)
+	}
+	return r.Data()
+}
+
+// phoneGet returns GET /v1/phones/{id}, asserting 200.
+func phoneGet(t testing.TB, s *server, key, id string) map[string]any {
+	t.Helper()
+	r := s.do(t, "GET", "/v1/phones/"+id, key, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("get phone %s: %d %s", id, r.Status, r.Raw)
+	}
+	return r.Data()
+}
+
+var pairingCode = regexp.MustCompile(`^[0-9]{8}$`)
+
+func TestPhonesAPI(t *testing.T) {
+	t.Parallel()
+	runShared(t, nil, []sharedCase{
+		{"create, read and list", func(t *testing.T, s *server, db string) {
+			tn := msgTenant(t, db)
+			number := msgFreshNumber("+1415XXXXXXX")
+			before := time.Now()
+			d := phoneCreate(t, s, tn.Live, map[string]any{"number": number})
+			pairing := d["pairing"].(map[string]any)
+			expires, _ := time.Parse(time.RFC3339, pairing["expires_at"].(string))
+			if d["number"] != number || d["kind"] != "android" || d["status"] != "offline" || d["daily_limit"] != 1000.0 ||
+				d["rate_limit"] != nil || d["sent_today"] != 0.0 || d["last_seen_at"] != nil || d["device"] != nil ||
+				len(d["channels"].([]any)) != 1 || d["channels"].([]any)[0] != "sms" {
+				t.Fatalf("created phone: %v", d)
+			}
+			if !pairingCode.MatchString(pairing["code"].(string)) {
+				t.Errorf("pairing code %q, want 8 digits", pairing["code"])
+			}
+			if want := before.Add(15 * time.Minute); expires.Before(want.Add(-2*time.Second)) || expires.After(want.Add(time.Minute)) {
+				t.Errorf("pairing expires at %v, want 15 minutes after %v", expires, before)
+			}
+			id := d["id"].(string)
+
+			got := phoneGet(t, s, tn.Live, id)
+			if got["id"] != id || got["kind"] != "android" || got["pairing"] != nil {
+				t.Errorf("get: %v", got)
+			}
+			// A test key reads phones too.
+			if got := phoneGet(t, s, tn.Test, id); got["id"] != id {
+				t.Errorf("get with the test key: %v", got)
+			}
+			// Oldest first: the simulated phone of tenant create, then this one.
+			list := s.do(t, "GET", "/v1/phones", tn.Live, nil).List()
+			if len(list) != 2 || list[0]["id"] != tn.Phone.ID || list[0]["kind"] != "simulated" || list[0]["status"] != "online" ||
+				list[1]["id"] != id {
+				t.Errorf("list: %v", list)
+			}
+			// Another tenant's phone does not exist for this tenant.
+			other := msgTenant(t, db)
+			msgWantErr(t, s.do(t, "GET", "/v1/phones/"+id, other.Live, nil), 404, "NOT_FOUND", "")
+			msgWantErr(t, s.do(t, "PATCH", "/v1/phones/"+id, other.Live, map[string]any{"daily_limit": 1}), 404, "NOT_FOUND", "")
+			msgWantErr(t, s.do(t, "DELETE", "/v1/phones/"+id, other.Live, nil), 404, "NOT_FOUND", "")
+			msgWantErr(t, s.do(t, "POST", "/v1/phones/"+id+"/pairing", other.Live, nil), 404, "NOT_FOUND", "")
+			if got := phoneGet(t, s, tn.Live, id); got["daily_limit"] != 1000.0 {
+				t.Errorf("another tenant changed the phone: %v", got)
+			}
+		}},
+		{"validation", func(t *testing.T, s *server, db string) {
+			tn := msgTenant(t, db)
+			for _, c := range []struct {
+				body        map[string]any
+				code, field string
+			}{
+				{map[string]any{}, "VALIDATION_ERROR", "number"},
+				{map[string]any{"number": ""}, "VALIDATION_ERROR", "number"},
+				{map[string]any{"number": "+1415555"}, "INVALID_PHONE_NUMBER", ""},
+				{map[string]any{"number": "+14155550100", "daily_limit": 0}, "VALIDATION_ERROR", "daily_limit"},
+				{map[string]any{"number": "+14155550100", "daily_limit": 2.5}, "VALIDATION_ERROR", "daily_limit"},
+				{map[string]any{"number": "+14155550100", "rate_limit": 0}, "VALIDATION_ERROR", "rate_limit"},
+				{map[string]any{"number": "+14155550100", "rate_limit": 6001}, "VALIDATION_ERROR", "rate_limit"},
+				{map[string]any{"number": "+14155550100", "sim_number": 4}, "VALIDATION_ERROR", "sim_number"},
+				{map[string]any{"number": "+14155550100", "sim_number": "1"}, "VALIDATION_ERROR", "sim_number"},
+				{map[string]any{"number": "+14155550100", "kind": "simulated"}, "VALIDATION_ERROR", "kind"},
+			} {
+				msgWantErr(t, s.do(t, "POST", "/v1/phones", tn.Live, c.body), 400, c.code, c.field)
+			}
+			// A test key changes no phone.
+			msgWantErr(t, s.do(t, "POST", "/v1/phones", tn.Test, map[string]any{"number": msgFreshNumber("+1415XXXXXXX")}), 403, "FORBIDDEN", "")
+			// Whole numbers written with a fraction are whole numbers.
+			d := phoneCreate(t, s, tn.Live, map[string]any{"number": msgFreshNumber("+1415XXXXXXX"), "daily_limit": 5.0, "rate_limit": 20, "sim_number": 2})
+			if d["daily_limit"] != 5.0 || d["rate_limit"] != 20.0 {
+				t.Errorf("limits: %v", d)
+			}
+			// null: no daily limit.
+			if d := phoneCreate(t, s, tn.Live, map[string]any{"number": msgFreshNumber("+1415XXXXXXX"), "daily_limit": nil}); d["daily_limit"] != nil {
+				t.Errorf("daily_limit null: %v", d)
+			}
+		}},
+		{"duplicates", func(t *testing.T, s *server, db string) {
+			tn := msgTenant(t, db)
+			number := msgFreshNumber("+1415XXXXXXX")
+			id := phoneCreate(t, s, tn.Live, map[string]any{"number": number})["id"]
+			r := s.do(t, "POST", "/v1/phones", tn.Live, map[string]any{"number": number})
+			msgWantErr(t, r, 409, "DUPLICATE_PHONE", "")
+			if det, _ := r.Body["details"].(map[string]any); det["existing_id"] != id {
+				t.Errorf("duplicate: details %v, want existing_id %v", r.Body["details"], id)
+			}
+			// Another tenant learns nothing of which phone it is.
+			other := msgTenant(t, db)
+			r = s.do(t, "POST", "/v1/phones", other.Live, map[string]any{"number": number})
+			msgWantErr(t, r, 409, "DUPLICATE_PHONE", "")
+			if r.Body["details"] != nil {
+				t.Errorf("another tenant's duplicate names a phone: %s", r.Raw)
+			}
+		}},
+		{"limits and pairing codes", func(t *testing.T, s *server, db string) {
+			tn := msgTenant(t, db)
+			d := phoneCreate(t, s, tn.Live, map[string]any{"number": msgFreshNumber("+1415XXXXXXX")})
+			id, first := d["id"].(string), d["pairing"].(map[string]any)["code"].(string)
+			patch := func(body map[string]any) map[string]any {
+				r := s.do(t, "PATCH", "/v1/phones/"+id, tn.Live, body)
+				if r.Status != 200 {
+					t.Fatalf("patch %v: %d %s", body, r.Status, r.Raw)
+				}
+				return r.Data()
+			}
+			if got := patch(map[string]any{"daily_limit": 5, "rate_limit": 30}); got["daily_limit"] != 5.0 || got["rate_limit"] != 30.0 {
+				t.Errorf("patch: %v", got)
+			}
+			if got := patch(map[string]any{"daily_limit": nil}); got["daily_limit"] != nil || got["rate_limit"] != 30.0 {
+				t.Errorf("daily_limit null: %v", got)
+			}
+			if got := patch(map[string]any{}); got["daily_limit"] != nil || got["rate_limit"] != 30.0 {
+				t.Errorf("empty patch: %v", got)
+			}
+			msgWantErr(t, s.do(t, "PATCH", "/v1/phones/"+id, tn.Live, map[string]any{"daily_limit": -1}), 400, "VALIDATION_ERROR", "daily_limit")
+			msgWantErr(t, s.do(t, "PATCH", "/v1/phones/"+id, tn.Live, map[string]any{"number": "+14155550100"}), 400, "VALIDATION_ERROR", "number")
+			msgWantErr(t, s.do(t, "PATCH", "/v1/phones/"+id, tn.Test, map[string]any{"daily_limit": 1}), 403, "FORBIDDEN", "")
+
+			// A new code replaces the first: the first pairs no device.
+			r := s.do(t, "POST", "/v1/phones/"+id+"/pairing", tn.Live, nil)
+			if r.Status != 200 || !pairingCode.MatchString(r.Data()["code"].(string)) || r.Data()["code"] == first {
+				t.Fatalf("new pairing code: %d %s", r.Status, r.Raw)
+			}
+			second := r.Data()["code"].(string)
+			if status := devRegisterStatus(t, s, first); status != http.StatusUnauthorized {
+				t.Errorf("pairing with the replaced code: %d, want 401", status)
+			}
+			if status := devRegisterStatus(t, s, second); status != http.StatusCreated {
+				t.Errorf("pairing with the new code: %d, want 201", status)
+			}
+			msgWantErr(t, s.do(t, "POST", "/v1/phones/"+id+"/pairing", tn.Test, nil), 403, "FORBIDDEN", "")
+			// Simulated phones have no device to pair.
+			msgWantErr(t, s.do(t, "POST", "/v1/phones/"+tn.Phone.ID+"/pairing", tn.Live, nil), 400, "VALIDATION_ERROR", "id")
+		}},
+		{"delete", func(t *testing.T, s *server, db string) {
+			tn := msgTenant(t, db)
+			id := phoneCreate(t, s, tn.Live, map[string]any{"number": msgFreshNumber("+1415XXXXXXX")})["id"].(string)
+			msgWantErr(t, s.do(t, "DELETE", "/v1/phones/"+id, tn.Test, nil), 403, "FORBIDDEN", "")
+			r := s.do(t, "DELETE", "/v1/phones/"+id, tn.Live, nil)
+			if r.Status != 200 || r.Data()["id"] != id || r.Data()["deleted"] != true {
+				t.Fatalf("delete: %d %s", r.Status, r.Raw)
+			}
+			msgWantErr(t, s.do(t, "GET", "/v1/phones/"+id, tn.Live, nil), 404, "NOT_FOUND", "")
+			msgWantErr(t, s.do(t, "DELETE", "/v1/phones/"+id, tn.Live, nil), 404, "NOT_FOUND", "")
+			// The simulated phone of tenant create can go like any other; the
+			// tenant then has no phone to send from.
+			if r := s.do(t, "DELETE", "/v1/phones/"+tn.Phone.ID, tn.Live, nil); r.Status != 200 {
+				t.Fatalf("delete the simulated phone: %d %s", r.Status, r.Raw)
+			}
+			msgWantErr(t, s.do(t, "POST", "/v1/messages", tn.Test, map[string]any{"to": msgAwake(t), "body": "hi"}), 503, "NO_PHONE_AVAILABLE", "")
+		}},
+	})
+}
+
+// TestPhoneOperatorCommands: `phone add` and `phone list` print the fields
+// of the API.
+func TestPhoneOperatorCommands(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, db string) {
+		tn := msgTenant(t, db)
+		p := msgAddPhone(t, db, tn.ID, "--daily-limit", "7")
+		out := cli(t, db, "phone", "list", "--tenant", tn.ID)
+		for _, field := range []string{`"kind":"simulated"`, `"daily_limit":7`, `"sent_today":0`, `"last_seen_at":null`, `"device":null`, `"rate_limit":null`, `"id":"` + p.ID + `"`} {
+			if !regexp.MustCompile(regexp.QuoteMeta(field)).MatchString(out) {
+				t.Errorf("phone list lacks %s: %s", field, out)
+			}
+		}
+	})
+}

@@ -1,0 +1,562 @@
+// Package agent is a reference device for the device protocol of "SMS
+// Gateway for Android": it pairs, holds the /events stream, takes the
+// messages waiting for it, simulates the radio (delivers, or fails a given
+// share) and reports each state, and sends inbound texts when asked, the
+// way the app does. It writes and reads the protocol with the wire types of
+// the app's own Go client, github.com/android-sms-gateway/client-go, so
+// that a server that drifts from the app's protocol fails against it.
+//
+// `switchboard phone-agent` runs one, so that a person without an Android
+// phone can try the whole flow; the tests and the devices benchmark run
+// many.
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/android-sms-gateway/client-go/smsgateway"
+)
+
+// Options configure an Agent.
+type Options struct {
+	// URL is the server's device API, e.g. https://host/api/mobile/v1.
+	URL string
+	// Name is the device name sent when pairing.
+	Name string
+	// HTTP is the client; nil: one without timeout (the event stream is
+	// long-lived), over http.DefaultTransport.
+	HTTP *http.Client
+	// FailShare is the share of messages (0 to 1) whose sending fails with
+	// FailError.
+	FailShare float64
+	// Hold makes the agent take messages and never send or report them:
+	// a phone that vanished with messages in hand.
+	Hold bool
+	// FinalOnly reports only each message's final state (with the times
+	// of the others), one request per batch instead of three.
+	FinalOnly bool
+	// Order is the processing order asked for: "fifo" (default) or "lifo".
+	Order string
+	// OnEvent, when set, is called as each event of the stream arrives.
+	OnEvent func(name string, at time.Time)
+	// OnMessage, when set, is called for each message the radio sends.
+	OnMessage func(m smsgateway.MobileMessage)
+}
+
+// FailError is the error reported for a message the radio failed to send.
+const FailError = "RESULT_ERROR_GENERIC_FAILURE (simulated radio failure)"
+
+// Agent is one paired reference device.
+type Agent struct {
+	opt   Options
+	ID    string
+	Token string
+	Login string
+
+	mu     sync.Mutex
+	held   map[string]*held // every message taken, by id
+	hooks  []smsgateway.Webhook
+	events int
+	open   bool // the event stream is open
+	// unreported holds the messages whose last report failed: as the app
+	// does, the agent reports them again (before its next pull).
+	unreported map[string]bool
+}
+
+type held struct {
+	msg   smsgateway.MobileMessage
+	sent  int // times the radio sent it: more than 1 would be a duplicate
+	state smsgateway.ProcessingState
+	err   string
+	at    map[string]time.Time
+}
+
+// registerRequest is the app's DeviceRegisterRequest: client-go's
+// MobileRegisterRequest with the SIM cards the app adds.
+type registerRequest struct {
+	smsgateway.MobileRegisterRequest
+	SimCards []simCard `json:"simCards"`
+}
+
+type simCard struct {
+	SlotIndex   int     `json:"slotIndex"`
+	SimNumber   int     `json:"simNumber"`
+	PhoneNumber *string `json:"phoneNumber"`
+	CarrierName *string `json:"carrierName"`
+	ICCID       *string `json:"iccid"`
+}
+
+// Pair registers a new device with a pairing code and returns it.
+func Pair(ctx context.Context, opt Options, code string) (*Agent, error) {
+	a := New(opt, "", "")
+	name := opt.Name
+	if name == "" {
+		name = "Switchboard phone-agent"
+	}
+	carrier := "Simulated carrier"
+	req := registerRequest{MobileRegisterRequest: smsgateway.MobileRegisterRequest{Name: &name},
+		SimCards: []simCard{{SlotIndex: 0, SimNumber: 1, CarrierName: &carrier}}}
+	var resp smsgateway.MobileRegisterResponse
+	if err := a.call(ctx, "POST", "/device", "Code "+code, req, &resp, http.StatusCreated); err != nil {
+		return nil, fmt.Errorf("pairing: %w", err)
+	}
+	a.ID, a.Token, a.Login = resp.Id, resp.Token, resp.Login
+	return a, nil
+}
+
+// New returns an agent for a device paired before, with its id and token.
+func New(opt Options, id, token string) *Agent {
+	if opt.HTTP == nil {
+		opt.HTTP = &http.Client{}
+	}
+	if opt.Order == "" {
+		opt.Order = "fifo"
+	}
+	opt.URL = strings.TrimSuffix(opt.URL, "/")
+	return &Agent{opt: opt, ID: id, Token: token, held: map[string]*held{}, unreported: map[string]bool{}}
+}
+
+// StatusError is a non-2xx answer of the server.
+type StatusError struct {
+	Status  int
+	Message string
+}
+
+func (e *StatusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Status, e.Message) }
+
+// call makes one request of the protocol, JSON both ways.
+func (a *Agent) call(ctx context.Context, method, path, auth string, body, out any, want ...int) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, a.opt.URL+path, rd)
+	if err != nil {
+		return err
+	}
+	if auth == "" {
+		auth = "Bearer " + a.Token
+	}
+	req.Header.Set("Authorization", auth)
+	req.Header.Set("User-Agent", "switchboard-phone-agent")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := a.opt.HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(res.Body, 8<<20))
+	if err != nil {
+		return err
+	}
+	ok := res.StatusCode/100 == 2
+	for _, w := range want {
+		ok = ok && res.StatusCode == w
+	}
+	if !ok {
+		var e smsgateway.ErrorResponse
+		json.Unmarshal(raw, &e)
+		if e.Message == "" {
+			e.Message = strings.TrimSpace(string(raw))
+		}
+		return &StatusError{Status: res.StatusCode, Message: e.Message}
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return fmt.Errorf("%s %s: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+// Device returns what the server says of this device.
+func (a *Agent) Device(ctx context.Context) (smsgateway.MobileDeviceResponse, error) {
+	var out smsgateway.MobileDeviceResponse
+	err := a.call(ctx, "GET", "/device", "", nil, &out)
+	return out, err
+}
+
+// Settings returns the settings the server gives the device.
+func (a *Agent) Settings(ctx context.Context) (smsgateway.DeviceSettings, error) {
+	var out smsgateway.DeviceSettings
+	err := a.call(ctx, "GET", "/settings", "", nil, &out)
+	return out, err
+}
+
+// Update sends the app's PATCH /device.
+func (a *Agent) Update(ctx context.Context) error {
+	return a.call(ctx, "PATCH", "/device", "", smsgateway.MobileUpdateRequest{Id: a.ID}, nil, http.StatusNoContent)
+}
+
+// Webhooks returns the subscriptions the server gives the device.
+func (a *Agent) Webhooks(ctx context.Context) ([]smsgateway.Webhook, error) {
+	var out []smsgateway.Webhook
+	if err := a.call(ctx, "GET", "/webhooks", "", nil, &out); err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	a.hooks = out
+	a.mu.Unlock()
+	return out, nil
+}
+
+// Run holds the event stream open until ctx ends, pulling messages when it
+// opens and whenever the server says MessageEnqueued, and opening it again
+// after a failure. It returns an error only when the server refuses the
+// device (a 401: unpaired, replaced or deleted).
+func (a *Agent) Run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		err := a.stream(ctx)
+		var se *StatusError
+		if errors.As(err, &se) && se.Status == http.StatusUnauthorized {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// stream holds one /events connection until it ends.
+func (a *Agent) stream(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", a.opt.URL+"/events", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.Token)
+	req.Header.Set("Accept", "text/event-stream")
+	res, err := a.opt.HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		var e smsgateway.ErrorResponse
+		json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&e)
+		return &StatusError{Status: res.StatusCode, Message: e.Message}
+	}
+	a.setOpen(true)
+	defer a.setOpen(false)
+	pulls := make(chan struct{}, 1)
+	done := make(chan struct{})
+	defer close(done)
+	go func() { // pulls run beside the stream, as the app's workers do
+		for {
+			select {
+			case <-pulls:
+				a.Pull(ctx)
+			case <-done:
+				return
+			}
+		}
+	}()
+	pull := func() {
+		select {
+		case pulls <- struct{}{}:
+		default:
+		}
+	}
+	pull() // on connect, as the app does
+	sc := bufio.NewScanner(res.Body)
+	event, data := "", false
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if data { // an event is dispatched at the blank line that ends it
+				if a.opt.OnEvent != nil {
+					a.opt.OnEvent(event, time.Now())
+				}
+				a.mu.Lock()
+				a.events++
+				a.mu.Unlock()
+				if event == "" || event == "MessageEnqueued" {
+					pull()
+				}
+			}
+			event, data = "", false
+		case strings.HasPrefix(line, ":"):
+		case strings.HasPrefix(line, "event:"):
+			event = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
+		case strings.HasPrefix(line, "data:"):
+			data = true
+		}
+	}
+	return sc.Err()
+}
+
+func (a *Agent) setOpen(open bool) {
+	a.mu.Lock()
+	a.open = open
+	a.mu.Unlock()
+}
+
+// Connected reports whether the event stream is open.
+func (a *Agent) Connected() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.open
+}
+
+// Events returns how many events the stream has delivered.
+func (a *Agent) Events() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.events
+}
+
+// Pull takes the waiting messages and handles each as the app does: one it
+// already has gets its state reported again; a new one goes to the radio.
+func (a *Agent) Pull(ctx context.Context) error {
+	a.mu.Lock()
+	retry := make([]string, 0, len(a.unreported))
+	for id := range a.unreported {
+		retry = append(retry, id)
+	}
+	a.mu.Unlock()
+	if len(retry) > 0 {
+		if err := a.report(ctx, retry); err != nil {
+			return err
+		}
+	}
+	var msgs smsgateway.MobileGetMessagesResponse
+	if err := a.call(ctx, "GET", "/message?order="+a.opt.Order, "", nil, &msgs); err != nil {
+		return err
+	}
+	var fresh, again []string
+	a.mu.Lock()
+	for _, m := range msgs {
+		if h, ok := a.held[m.ID]; ok {
+			if h.state != "" {
+				again = append(again, m.ID)
+			}
+			continue
+		}
+		a.held[m.ID] = &held{msg: m, at: map[string]time.Time{}}
+		fresh = append(fresh, m.ID)
+	}
+	a.mu.Unlock()
+	if len(again) > 0 {
+		if err := a.report(ctx, again); err != nil {
+			return err
+		}
+	}
+	if a.opt.Hold || len(fresh) == 0 {
+		return nil
+	}
+	return a.send(ctx, fresh)
+}
+
+// send runs the radio for ids: each is processed, then sent (or fails to
+// be, for FailShare of them), then delivered, with its states reported as
+// it goes (FinalOnly: only the last). As the app does, a message whose
+// validUntil has passed is never sent: it fails with "TTL expired".
+func (a *Agent) send(ctx context.Context, ids []string) error {
+	const (
+		processed = smsgateway.ProcessingStateProcessed
+		sent      = smsgateway.ProcessingStateSent
+		delivered = smsgateway.ProcessingStateDelivered
+		failed    = smsgateway.ProcessingStateFailed
+	)
+	steps := []smsgateway.ProcessingState{processed, sent, delivered}
+	var last error
+	for i, step := range steps {
+		now := time.Now()
+		a.mu.Lock()
+		for _, id := range ids {
+			h := a.held[id]
+			switch {
+			case h.state == failed || h.state == delivered:
+			case step != delivered && h.msg.ValidUntil != nil && now.After(*h.msg.ValidUntil):
+				h.state, h.err = failed, "TTL expired"
+			case step == sent && chance(a.opt.FailShare):
+				h.state, h.err = failed, FailError
+			case step == sent:
+				h.sent++
+				h.state = sent
+				if a.opt.OnMessage != nil {
+					a.opt.OnMessage(h.msg)
+				}
+			default:
+				h.state = step
+			}
+			h.at[string(h.state)] = now
+		}
+		a.mu.Unlock()
+		if a.opt.FinalOnly && i < len(steps)-1 {
+			continue
+		}
+		// The radio goes on whether the server hears of it or not: a report
+		// that fails is sent again later, with the state of the moment.
+		if err := a.report(ctx, ids); err != nil {
+			last = err
+		}
+	}
+	return last
+}
+
+// report sends the current state of messages it holds (PATCH /message);
+// when that fails, they are reported again later.
+func (a *Agent) report(ctx context.Context, ids []string) error {
+	err := a.patch(ctx, ids)
+	a.mu.Lock()
+	for _, id := range ids {
+		if err != nil {
+			a.unreported[id] = true
+		} else {
+			delete(a.unreported, id)
+		}
+	}
+	a.mu.Unlock()
+	return err
+}
+
+func (a *Agent) patch(ctx context.Context, ids []string) error {
+	a.mu.Lock()
+	req := make(smsgateway.MobilePatchMessageRequest, 0, len(ids))
+	for _, id := range ids {
+		h := a.held[id]
+		var errp *string
+		if h.err != "" {
+			e := h.err
+			errp = &e
+		}
+		rec := make([]smsgateway.RecipientState, len(h.msg.PhoneNumbers))
+		for i, n := range h.msg.PhoneNumbers {
+			rec[i] = smsgateway.RecipientState{PhoneNumber: n, State: h.state, Error: errp}
+		}
+		states := make(map[string]time.Time, len(h.at))
+		for k, v := range h.at {
+			states[k] = v
+		}
+		req = append(req, smsgateway.MobilePatchMessageItem{ID: id, State: h.state, Recipients: rec, States: states})
+	}
+	a.mu.Unlock()
+	return a.call(ctx, "PATCH", "/message", "", req, nil, http.StatusNoContent)
+}
+
+// Held returns the messages the device has taken, by id.
+func (a *Agent) Held() map[string]smsgateway.MobileMessage {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make(map[string]smsgateway.MobileMessage, len(a.held))
+	for id, h := range a.held {
+		out[id] = h.msg
+	}
+	return out
+}
+
+// SentCount returns how many times the radio sent the message id: 0 or 1,
+// unless a message was sent twice.
+func (a *Agent) SentCount(id string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if h := a.held[id]; h != nil {
+		return h.sent
+	}
+	return 0
+}
+
+// smsReceived is the app's sms:received payload (SmsEventPayload.SmsReceived;
+// client-go has no type for it).
+type smsReceived struct {
+	MessageID   string    `json:"messageId"`
+	Sender      string    `json:"sender"`
+	Recipient   *string   `json:"recipient"`
+	SimNumber   *int      `json:"simNumber"`
+	Message     string    `json:"message"`
+	ReceivedAt  time.Time `json:"receivedAt"`
+	PhoneNumber string    `json:"phoneNumber"`
+}
+
+// Event is the app's webhook body (WebHookEventDTO).
+type Event struct {
+	ID        string `json:"id"`
+	WebhookID string `json:"webhookId"`
+	Event     string `json:"event"`
+	DeviceID  string `json:"deviceId"`
+	Payload   any    `json:"payload"`
+}
+
+// Inbound makes the phone receive text from sender: it posts sms:received
+// to the callback the server subscribed it to, as the app does, and returns
+// the event it posted (post it again with Post to play the app's retry).
+func (a *Agent) Inbound(ctx context.Context, sender, text string) (Event, error) {
+	ev := Event{ID: randomID(), Event: smsgateway.WebhookEventSmsReceived, DeviceID: a.ID,
+		Payload: smsReceived{MessageID: randomID(), Sender: sender, Message: text, ReceivedAt: time.Now(), PhoneNumber: sender}}
+	return ev, a.Post(ctx, ev)
+}
+
+// Post posts a webhook event to the device's sms:received subscription.
+func (a *Agent) Post(ctx context.Context, ev Event) error {
+	a.mu.Lock()
+	hooks := a.hooks
+	a.mu.Unlock()
+	if hooks == nil {
+		var err error
+		if hooks, err = a.Webhooks(ctx); err != nil {
+			return err
+		}
+	}
+	for _, h := range hooks {
+		if h.Event != smsgateway.WebhookEventSmsReceived {
+			continue
+		}
+		ev.WebhookID = h.ID
+		b, err := json.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		req, err := http.NewRequestWithContext(ctx, "POST", h.URL, bytes.NewReader(b))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		res, err := a.opt.HTTP.Do(req)
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode/100 != 2 {
+			return &StatusError{Status: res.StatusCode, Message: "the sms:received callback failed"}
+		}
+		return nil
+	}
+	return errors.New("the server gave no sms:received subscription")
+}
+
+func randomID() string {
+	var b [10]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func chance(p float64) bool {
+	if p <= 0 {
+		return false
+	}
+	n, _ := rand.Int(rand.Reader, big.NewInt(1_000_000))
+	return float64(n.Int64()) < p*1_000_000
+}

@@ -1,0 +1,209 @@
+package android
+
+import (
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	sb "github.com/switchboard/switchboard"
+)
+
+// streams holds the /events streams open on this node, by phone.
+type streams struct {
+	mu     sync.Mutex
+	phones map[string]map[chan struct{}]bool
+}
+
+func (st *streams) init() { st.phones = map[string]map[chan struct{}]bool{} }
+
+func (st *streams) add(phoneID string) chan struct{} {
+	c := make(chan struct{}, 1)
+	st.mu.Lock()
+	if st.phones[phoneID] == nil {
+		st.phones[phoneID] = map[chan struct{}]bool{}
+	}
+	st.phones[phoneID][c] = true
+	st.mu.Unlock()
+	return c
+}
+
+func (st *streams) remove(phoneID string, c chan struct{}) {
+	st.mu.Lock()
+	delete(st.phones[phoneID], c)
+	if len(st.phones[phoneID]) == 0 {
+		delete(st.phones, phoneID)
+	}
+	st.mu.Unlock()
+}
+
+// wake signals every stream of the phone held on this node; it never
+// blocks, and wake-ups that come while one is pending merge into it.
+func (st *streams) wake(phoneID string) {
+	st.mu.Lock()
+	for c := range st.phones[phoneID] {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+	st.mu.Unlock()
+}
+
+// Connected returns how many phones have an events stream open on this
+// node.
+func (s *Server) Connected() int {
+	s.streams.mu.Lock()
+	defer s.streams.mu.Unlock()
+	return len(s.streams.phones)
+}
+
+// events is GET /events: a Server-Sent Events stream that says
+// MessageEnqueued whenever a message waits for the device, with a comment
+// every keepAlive to keep proxies and the phone's connection awake. Each
+// beat also records the device as seen (so the phone stays online while the
+// stream is open), ends the stream once the device is no longer the
+// phone's, and every other beat looks for work whose wake-up was lost.
+func (s *Server) events(w http.ResponseWriter, r *http.Request, ph *sb.Phone) error {
+	rc := http.NewResponseController(w)
+	// The server's read and write timeouts are for ordinary requests.
+	rc.SetReadDeadline(time.Time{})
+	rc.SetWriteDeadline(time.Time{})
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	wake := s.streams.add(ph.ID)
+	defer s.streams.remove(ph.ID, wake)
+	ctx := r.Context()
+	slog.Info("device connected", "tenant_id", ph.TenantID, "phone_id", ph.ID, "device_id", ph.Device.ID)
+	defer slog.Info("device disconnected", "tenant_id", ph.TenantID, "phone_id", ph.ID, "device_id", ph.Device.ID)
+
+	send := func(chunk string) bool {
+		if _, err := w.Write([]byte(chunk)); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !send(": connected\n\n") {
+		return nil
+	}
+	if busy, err := s.cfg.Store.DeviceWorkWaiting(ctx, ph.ID, ph.Device.ID, s.cfg.Now().UTC()); err == nil && busy {
+		wake <- struct{}{}
+	}
+	beat := time.NewTicker(s.keepAlive)
+	defer beat.Stop()
+	for n := 0; ; {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.closing:
+			return nil
+		case <-wake:
+			if !send("event: MessageEnqueued\ndata: {}\n\n") {
+				return nil
+			}
+		case <-beat.C:
+			n++
+			if err := s.seen(ctx, ph, true); err != nil {
+				return nil // the device was replaced or its phone deleted
+			}
+			if !send(": keep-alive\n\n") {
+				return nil
+			}
+			if n%2 == 0 {
+				if busy, err := s.cfg.Store.DeviceWorkWaiting(ctx, ph.ID, ph.Device.ID, s.cfg.Now().UTC()); err == nil && busy {
+					select {
+					case wake <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}
+	}
+}
+
+// pacing holds the wake-ups scheduled for when a phone's per-minute rate
+// lets its next message go.
+type pacing struct {
+	mu     sync.Mutex
+	timers map[string]*time.Timer
+	done   bool
+}
+
+func (p *pacing) init() { p.timers = map[string]*time.Timer{} }
+
+// wakeAt calls fn at t, once per phone: a wake-up already scheduled for the
+// phone stands.
+func (p *pacing) wakeAt(phoneID string, t time.Time, fn func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done || p.timers[phoneID] != nil {
+		return
+	}
+	p.timers[phoneID] = time.AfterFunc(time.Until(t), func() {
+		p.mu.Lock()
+		delete(p.timers, phoneID)
+		p.mu.Unlock()
+		fn()
+	})
+}
+
+func (p *pacing) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done = true
+	for _, t := range p.timers {
+		t.Stop()
+	}
+}
+
+// Pairing limits: a pairing code has 8 digits and lives 15 minutes, so
+// guesses are bounded per client address (all attempts) and in all
+// (failures): see docs/phones.md.
+const (
+	pairAttemptsPerClient = 10 // a minute
+	pairFailuresInAll     = 60 // a minute
+)
+
+// pairingLimits counts pairing attempts in fixed windows of a minute.
+type pairingLimits struct {
+	mu       sync.Mutex
+	window   time.Time
+	clients  map[string]int
+	failures int
+}
+
+func (p *pairingLimits) init() { p.clients = map[string]int{} }
+
+// allow counts an attempt from client at now and says whether it may be
+// tried, and if not, the Retry-After value.
+func (p *pairingLimits) allow(client string, now time.Time) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.roll(now)
+	wait := strconv.Itoa(max(1, int(p.window.Add(time.Minute).Sub(now).Seconds()+0.999)))
+	if p.failures >= pairFailuresInAll || p.clients[client] >= pairAttemptsPerClient {
+		return wait, false
+	}
+	p.clients[client]++
+	return "", true
+}
+
+// failed counts a failed attempt.
+func (p *pairingLimits) failed(now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.roll(now)
+	p.failures++
+}
+
+func (p *pairingLimits) roll(now time.Time) {
+	if now.Sub(p.window) >= time.Minute {
+		p.window = now
+		p.failures = 0
+		clear(p.clients)
+	}
+}

@@ -1,0 +1,610 @@
+// Package android is the server side of the device protocol of "SMS Gateway
+// for Android" (capcom6/android-sms-gateway), the open-source app that turns
+// an Android phone into a sending phone. Switchboard acts as the app's
+// private server: the app pairs with a one-time code, holds a Server-Sent
+// Events stream open, takes the messages waiting for it, reports what
+// becomes of them, and posts the texts it receives to a callback URL.
+//
+// The wire format is the app's (modules/gateway/GatewayApi.kt and the
+// mobile types of github.com/android-sms-gateway/client-go): bare JSON
+// objects, not Switchboard's envelope, and errors as {"message": ...}. The
+// messages themselves live in the store's device queue; this package moves
+// them between the store and the devices, keeps the phones' last-seen time,
+// wakes the devices, and runs the sweeper that moves messages away from
+// phones that went quiet (see sqlstore.RerouteDeviceMessages).
+package android
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	sb "github.com/switchboard/switchboard"
+	"github.com/switchboard/switchboard/phonenum"
+)
+
+// Store is what the device protocol needs from storage.
+type Store interface {
+	PairDevice(ctx context.Context, code string, dev *sb.Device, creds sb.DeviceCredentials, now time.Time) (*sb.Phone, error)
+	PhoneByToken(ctx context.Context, token string) (*sb.Phone, error)
+	PhoneByInboundSecret(ctx context.Context, secret string) (*sb.Phone, error)
+	TouchDevice(ctx context.Context, phoneID, deviceID string, now time.Time) (bool, error)
+	SetDeviceName(ctx context.Context, phoneID, deviceID, name string) error
+	TakeDeviceMessages(ctx context.Context, phoneID, deviceID string, lifo bool, now time.Time, validFor time.Duration) ([]*sb.Message, time.Time, error)
+	ReportDeviceStates(ctx context.Context, phoneID, deviceID string, reports []sb.DeviceReport, now time.Time) error
+	DeviceWorkWaiting(ctx context.Context, phoneID, deviceID string, now time.Time) (bool, error)
+	RerouteDeviceMessages(ctx context.Context, now time.Time, grace time.Duration, limit int) (considered, moved int, err error)
+	Inbound(ctx context.Context, m *sb.Message) error
+	// PhoneWork tells every node that a phone's device has work;
+	// OnPhoneWork registers what to call when one has.
+	PhoneWork(ctx context.Context, phoneID string) error
+	OnPhoneWork(fn func(phoneID string))
+}
+
+// Config configures a Server; zero values take the defaults.
+type Config struct {
+	Store   Store
+	Routing sb.Routing
+	// ValidFor is how long a message handed to a device stays valid there
+	// (its validUntil). Default 10 minutes.
+	ValidFor time.Duration
+	// PublicURL is the base of the URLs handed to devices (their inbound
+	// callback), e.g. https://sms.example.com. Empty: the scheme and host
+	// the device used.
+	PublicURL string
+	Now       func() time.Time
+}
+
+// DefaultValidFor is the default of Config.ValidFor.
+const DefaultValidFor = 10 * time.Minute
+
+// Server serves the device protocol (an http.Handler for the paths under
+// /api/mobile/v1/) and runs the device sweeper.
+type Server struct {
+	cfg       Config
+	mux       *http.ServeMux
+	keepAlive time.Duration // between keep-alive comments on /events
+	touchGap  time.Duration // the least time between two last-seen writes
+
+	streams streams
+	pacing  pacing
+	pairs   pairingLimits
+
+	mu      sync.Mutex
+	touched map[string]time.Time // phone id -> last last-seen write
+
+	closing chan struct{} // closed by Shutdown
+	once    sync.Once
+}
+
+// Shutdown ends every open event stream: the server's graceful shutdown
+// waits for handlers, and a stream never ends on its own.
+func (s *Server) Shutdown() { s.once.Do(func() { close(s.closing) }) }
+
+// Prefix is where the protocol is served; the URL a person types into the
+// app is https://HOST/api/mobile/v1.
+const Prefix = "/api/mobile/v1"
+
+// New returns a Server and registers its wake-ups with the store.
+func New(cfg Config) *Server {
+	if cfg.ValidFor <= 0 {
+		cfg.ValidFor = DefaultValidFor
+	}
+	if cfg.Routing.OfflineAfter <= 0 {
+		cfg.Routing.OfflineAfter = sb.DefaultPhoneOfflineAfter
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	cfg.PublicURL = strings.TrimSuffix(cfg.PublicURL, "/")
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), touched: map[string]time.Time{}, closing: make(chan struct{}),
+		keepAlive: min(15*time.Second, cfg.Routing.OfflineAfter/3),
+		touchGap:  min(15*time.Second, cfg.Routing.OfflineAfter/4)}
+	s.streams.init()
+	s.pacing.init()
+	s.pairs.init()
+	cfg.Store.OnPhoneWork(s.streams.wake)
+	s.mux.HandleFunc("POST "+Prefix+"/device", s.register)
+	s.mux.HandleFunc("GET "+Prefix+"/device", s.device(s.getDevice))
+	s.mux.HandleFunc("PATCH "+Prefix+"/device", s.device(s.patchDevice))
+	s.mux.HandleFunc("GET "+Prefix+"/events", s.device(s.events))
+	s.mux.HandleFunc("GET "+Prefix+"/message", s.device(s.getMessages))
+	s.mux.HandleFunc("PATCH "+Prefix+"/message", s.device(s.patchMessages))
+	s.mux.HandleFunc("GET "+Prefix+"/settings", s.device(s.getSettings))
+	s.mux.HandleFunc("GET "+Prefix+"/webhooks", s.device(s.getWebhooks))
+	s.mux.HandleFunc("POST "+Prefix+"/inbound/{secret}", s.inbound)
+	s.mux.HandleFunc(Prefix+"/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "No such endpoint of the device protocol.")
+	})
+	return s
+}
+
+// ServeHTTP serves the device protocol.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// errorBody is the app's error answer (client-go's ErrorResponse).
+type errorBody struct {
+	Message string `json:"message"`
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, errorBody{Message: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"message":"internal error"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// fail answers err: the message of an *sb.Error with its status, anything
+// else logged and answered 500.
+func fail(w http.ResponseWriter, r *http.Request, err error) {
+	var e *sb.Error
+	if !errors.As(err, &e) {
+		if r.Context().Err() == nil {
+			slog.Error("device protocol", "method", r.Method, "path", r.URL.Path, "err", err)
+		}
+		writeError(w, http.StatusInternalServerError, "An unexpected error occurred.")
+		return
+	}
+	status := http.StatusBadRequest
+	switch e.Code {
+	case sb.CodeInvalidToken:
+		status = http.StatusUnauthorized
+	case sb.CodeRateLimitExceeded:
+		status = http.StatusTooManyRequests
+	}
+	writeError(w, status, e.Message)
+}
+
+// authorization returns the credentials of the scheme (compared without
+// regard to case, RFC 9110) in the Authorization header, or "".
+func authorization(r *http.Request, scheme string) string {
+	h := r.Header.Get("Authorization")
+	if len(h) > len(scheme) && strings.EqualFold(h[:len(scheme)], scheme) && h[len(scheme)] == ' ' {
+		return strings.TrimSpace(h[len(scheme)+1:])
+	}
+	return ""
+}
+
+// maxBody bounds every request body of the protocol.
+const maxBody = 1 << 20
+
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		return sb.Errorf(sb.CodeValidation, "The request body could not be read or is larger than %d bytes.", maxBody)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return sb.Errorf(sb.CodeValidation, "The request body is not the JSON the protocol expects: %v.", err)
+	}
+	return nil
+}
+
+// device adapts a handler of a call made with a device token.
+func (s *Server) device(h func(w http.ResponseWriter, r *http.Request, ph *sb.Phone) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		token := authorization(r, "Bearer")
+		if token == "" {
+			writeError(w, http.StatusUnauthorized, "A device token is required: Authorization: Bearer <token>.")
+			return
+		}
+		ph, err := s.cfg.Store.PhoneByToken(r.Context(), token)
+		if err == nil {
+			err = s.seen(r.Context(), ph, false)
+		}
+		if err == nil {
+			err = h(w, r, ph)
+		}
+		if err != nil {
+			fail(w, r, err)
+		}
+	}
+}
+
+// seen records that ph's device was seen now, at most once per touchGap
+// unless force, and answers INVALID_TOKEN when the device is no longer the
+// phone's.
+func (s *Server) seen(ctx context.Context, ph *sb.Phone, force bool) error {
+	now := s.cfg.Now()
+	s.mu.Lock()
+	last, ok := s.touched[ph.ID]
+	if !force && ok && now.Sub(last) < s.touchGap {
+		s.mu.Unlock()
+		return nil
+	}
+	s.touched[ph.ID] = now
+	s.mu.Unlock()
+	current, err := s.cfg.Store.TouchDevice(ctx, ph.ID, ph.Device.ID, now.UTC())
+	if err != nil {
+		return err
+	}
+	if !current {
+		return sb.Errorf(sb.CodeInvalidToken, "The device token is not valid.")
+	}
+	return nil
+}
+
+// appTime formats a time as the app parses it (Gson's
+// yyyy-MM-dd'T'HH:mm:ss.SSSXXX).
+type appTime time.Time
+
+func (t appTime) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + time.Time(t).UTC().Format("2006-01-02T15:04:05.000Z07:00") + `"`), nil
+}
+
+type simCard struct {
+	SlotIndex   int     `json:"slotIndex"`
+	SimNumber   int     `json:"simNumber"`
+	PhoneNumber *string `json:"phoneNumber"`
+	CarrierName *string `json:"carrierName"`
+	ICCID       *string `json:"iccid"`
+}
+
+type registerRequest struct {
+	Name      *string   `json:"name"`
+	PushToken *string   `json:"pushToken"`
+	SimCards  []simCard `json:"simCards"`
+}
+
+type registerResponse struct {
+	ID       string  `json:"id"`
+	Token    string  `json:"token"`
+	Login    string  `json:"login"`
+	Password *string `json:"password"`
+}
+
+// maxDeviceName bounds the name a device gives itself.
+const maxDeviceName = 128
+
+// register pairs a device by one-time code: POST /device with
+// Authorization: Code <code>.
+func (s *Server) register(w http.ResponseWriter, r *http.Request) {
+	code := authorization(r, "Code")
+	if code == "" {
+		writeError(w, http.StatusUnauthorized, "A pairing code is required: Authorization: Code <code>.")
+		return
+	}
+	now := s.cfg.Now()
+	client := clientAddr(r)
+	if wait, ok := s.pairs.allow(client, now); !ok {
+		w.Header().Set("Retry-After", wait)
+		writeError(w, http.StatusTooManyRequests, "Too many pairing attempts. Wait and try again.")
+		return
+	}
+	var req registerRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		fail(w, r, err)
+		return
+	}
+	name := "Android phone"
+	if req.Name != nil && strings.TrimSpace(*req.Name) != "" {
+		name = truncate(strings.TrimSpace(*req.Name), maxDeviceName)
+	}
+	id, err := sb.NewDeviceID()
+	if err != nil {
+		fail(w, r, err)
+		return
+	}
+	token, err := sb.NewDeviceToken()
+	if err != nil {
+		fail(w, r, err)
+		return
+	}
+	dev := &sb.Device{ID: id, Name: name, PairedAt: now.UTC().Truncate(time.Microsecond)}
+	ph, err := s.cfg.Store.PairDevice(r.Context(), code, dev, sb.DeviceCredentials{Token: token, InboundSecret: sb.InboundSecret(token)}, now.UTC())
+	if err != nil {
+		if sb.ErrorCode(err) == sb.CodeInvalidToken {
+			s.pairs.failed(now)
+			slog.Info("device pairing refused", "client", client)
+		}
+		fail(w, r, err)
+		return
+	}
+	slog.Info("device paired", "tenant_id", ph.TenantID, "phone_id", ph.ID, "device_id", id, "device_name", name)
+	s.streams.wake(ph.ID) // a device paired before ends its stream at its next beat
+	writeJSON(w, http.StatusCreated, registerResponse{ID: id, Token: token, Login: ph.ID})
+}
+
+func truncate(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n])
+	}
+	return s
+}
+
+// clientAddr is the client's IP address, the key of pairing limits.
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+type deviceInfo struct {
+	ID        string  `json:"id"`
+	Name      string  `json:"name"`
+	CreatedAt appTime `json:"createdAt"`
+	UpdatedAt appTime `json:"updatedAt"`
+	LastSeen  appTime `json:"lastSeen"`
+}
+
+type deviceResponse struct {
+	Device     *deviceInfo `json:"device,omitempty"`
+	ExternalIP string      `json:"externalIp,omitempty"`
+}
+
+func (s *Server) getDevice(w http.ResponseWriter, r *http.Request, ph *sb.Phone) error {
+	now := appTime(s.cfg.Now())
+	d := ph.Device
+	writeJSON(w, http.StatusOK, deviceResponse{ExternalIP: clientAddr(r),
+		Device: &deviceInfo{ID: d.ID, Name: d.Name, CreatedAt: appTime(d.PairedAt), UpdatedAt: now, LastSeen: now}})
+	return nil
+}
+
+type devicePatch struct {
+	ID        string    `json:"id"`
+	Name      *string   `json:"name"`
+	PushToken *string   `json:"pushToken"`
+	SimCards  []simCard `json:"simCards"`
+}
+
+// patchDevice takes what the app says of itself after it starts; only a
+// name is kept.
+func (s *Server) patchDevice(w http.ResponseWriter, r *http.Request, ph *sb.Phone) error {
+	var req devicePatch
+	if err := decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.Name != nil && strings.TrimSpace(*req.Name) != "" {
+		if err := s.cfg.Store.SetDeviceName(r.Context(), ph.ID, ph.Device.ID, truncate(strings.TrimSpace(*req.Name), maxDeviceName)); err != nil {
+			return err
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// getSettings answers the settings the app may take from its server: none,
+// so that the app keeps those its owner chose on the phone.
+func (s *Server) getSettings(w http.ResponseWriter, r *http.Request, ph *sb.Phone) error {
+	writeJSON(w, http.StatusOK, map[string]any{})
+	return nil
+}
+
+type webhookJSON struct {
+	ID       string  `json:"id"`
+	DeviceID *string `json:"deviceId"`
+	URL      string  `json:"url"`
+	Event    string  `json:"event"`
+}
+
+// InboundWebhookID is the id of the one subscription a device is given.
+const InboundWebhookID = "switchboard-inbound"
+
+// getWebhooks gives the device one subscription: sms:received, posted to
+// the phone's own callback URL, whose secret comes from the device's token.
+func (s *Server) getWebhooks(w http.ResponseWriter, r *http.Request, ph *sb.Phone) error {
+	base := s.cfg.PublicURL
+	if base == "" {
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		base = scheme + "://" + r.Host
+	}
+	id := ph.Device.ID
+	writeJSON(w, http.StatusOK, []webhookJSON{{ID: InboundWebhookID, DeviceID: &id, Event: "sms:received",
+		URL: base + Prefix + "/inbound/" + sb.InboundSecret(authorization(r, "Bearer"))}})
+	return nil
+}
+
+type messageJSON struct {
+	ID                 string   `json:"id"`
+	TextMessage        textJSON `json:"textMessage"`
+	PhoneNumbers       []string `json:"phoneNumbers"`
+	SimNumber          *int     `json:"simNumber,omitempty"`
+	WithDeliveryReport bool     `json:"withDeliveryReport"`
+	ValidUntil         appTime  `json:"validUntil"`
+	CreatedAt          appTime  `json:"createdAt"`
+}
+
+type textJSON struct {
+	Text string `json:"text"`
+}
+
+// getMessages hands the device the messages waiting for it
+// (sqlstore.TakeDeviceMessages), oldest first or, with order=lifo, newest
+// first. When the phone's pacing holds some back, the device is woken
+// again when the next may go.
+func (s *Server) getMessages(w http.ResponseWriter, r *http.Request, ph *sb.Phone) error {
+	order := r.URL.Query().Get("order")
+	if order != "" && !strings.EqualFold(order, "fifo") && !strings.EqualFold(order, "lifo") {
+		return sb.Errorf(sb.CodeValidation, `order must be "fifo" or "lifo".`)
+	}
+	now := s.cfg.Now()
+	msgs, next, err := s.cfg.Store.TakeDeviceMessages(r.Context(), ph.ID, ph.Device.ID, strings.EqualFold(order, "lifo"), now.UTC(), s.cfg.ValidFor)
+	if err != nil {
+		return err
+	}
+	if !next.IsZero() {
+		s.pacing.wakeAt(ph.ID, next, func() { s.cfg.Store.PhoneWork(context.Background(), ph.ID) })
+	}
+	out := make([]messageJSON, len(msgs))
+	for i, m := range msgs {
+		out[i] = messageJSON{ID: m.ID, TextMessage: textJSON{Text: m.Body}, PhoneNumbers: []string{m.To},
+			SimNumber: positiveOrNil(ph.SimNumber), WithDeliveryReport: true, ValidUntil: appTime(*m.ValidUntil), CreatedAt: appTime(m.CreatedAt)}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func positiveOrNil(n int) *int {
+	if n <= 0 {
+		return nil
+	}
+	return &n
+}
+
+type recipientState struct {
+	PhoneNumber string  `json:"phoneNumber"`
+	State       string  `json:"state"`
+	Error       *string `json:"error"`
+}
+
+type messagePatch struct {
+	ID         string               `json:"id"`
+	State      string               `json:"state"`
+	Recipients []recipientState     `json:"recipients"`
+	States     map[string]time.Time `json:"states"`
+}
+
+// maxPatchItems bounds one PATCH /message.
+const maxPatchItems = 1000
+
+// patchMessages takes the device's reports of the messages it holds.
+func (s *Server) patchMessages(w http.ResponseWriter, r *http.Request, ph *sb.Phone) error {
+	var items []messagePatch
+	if err := decodeBody(w, r, &items); err != nil {
+		return err
+	}
+	if len(items) > maxPatchItems {
+		return sb.Errorf(sb.CodeValidation, "At most %d messages can be reported at once.", maxPatchItems)
+	}
+	reports := make([]sb.DeviceReport, 0, len(items))
+	for _, it := range items {
+		if it.ID == "" || len(it.ID) > 64 {
+			return sb.Errorf(sb.CodeValidation, "Every item needs the id of a message.")
+		}
+		rep := sb.DeviceReport{MessageID: it.ID, State: it.State, At: it.States[it.State], SentAt: it.States[sb.DeviceSent]}
+		for _, rc := range it.Recipients {
+			if rc.Error != nil && *rc.Error != "" {
+				rep.Error = truncate(*rc.Error, 500)
+				break
+			}
+		}
+		reports = append(reports, rep)
+	}
+	if err := s.cfg.Store.ReportDeviceStates(r.Context(), ph.ID, ph.Device.ID, reports, s.cfg.Now().UTC()); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// inboundEvent is the body the app posts to a webhook (WebHookEventDTO).
+type inboundEvent struct {
+	ID        string          `json:"id"`
+	WebhookID string          `json:"webhookId"`
+	Event     string          `json:"event"`
+	DeviceID  string          `json:"deviceId"`
+	Payload   json.RawMessage `json:"payload"`
+}
+
+// smsReceived is the payload of sms:received (SmsEventPayload.SmsReceived).
+type smsReceived struct {
+	MessageID  string    `json:"messageId"`
+	Sender     string    `json:"sender"`
+	Recipient  *string   `json:"recipient"`
+	SimNumber  *int      `json:"simNumber"`
+	Message    string    `json:"message"`
+	ReceivedAt time.Time `json:"receivedAt"`
+}
+
+// inbound stores a text the phone received: an ordinary inbound message of
+// the phone's tenant (live), with STOP/START and message.received. The
+// secret in the URL names the phone; a wrong one stores nothing. The app
+// retries a callback until it gets a 2xx, so a repeated event id stores
+// nothing new.
+func (s *Server) inbound(w http.ResponseWriter, r *http.Request) {
+	ph, err := s.cfg.Store.PhoneByInboundSecret(r.Context(), r.PathValue("secret"))
+	if err != nil {
+		fail(w, r, err)
+		return
+	}
+	var ev inboundEvent
+	if err := decodeBody(w, r, &ev); err != nil {
+		fail(w, r, err)
+		return
+	}
+	if ev.Event != "sms:received" {
+		w.WriteHeader(http.StatusNoContent) // other events the phone's owner subscribed to
+		return
+	}
+	var p smsReceived
+	if err := json.Unmarshal(ev.Payload, &p); err != nil {
+		fail(w, r, sb.Errorf(sb.CodeValidation, "The sms:received payload is not valid: %v.", err))
+		return
+	}
+	switch {
+	case ev.ID == "" || len(ev.ID) > 64:
+		fail(w, r, sb.Errorf(sb.CodeValidation, "The event needs an id of at most 64 characters."))
+		return
+	case strings.TrimSpace(p.Sender) == "" || len(p.Sender) > 64:
+		fail(w, r, sb.Errorf(sb.CodeValidation, "The text needs a sender of at most 64 characters."))
+		return
+	case p.Message == "":
+		fail(w, r, sb.Errorf(sb.CodeValidation, "The text is empty."))
+		return
+	}
+	now := s.cfg.Now().UTC().Truncate(time.Microsecond)
+	m := &sb.Message{ID: sb.NewID(), TenantID: ph.TenantID, Env: sb.Live, Direction: sb.Inbound, From: phonenum.Normalize(p.Sender, ph.Number),
+		To: ph.Number, Body: truncate(p.Message, 10*sb.MaxBodyLength), Channel: sb.ChannelSMS, Status: sb.StatusReceived, PhoneID: ph.ID,
+		PhoneKind: ph.Kind, ExternalID: ev.ID, CreatedAt: now}
+	err = s.cfg.Store.Inbound(r.Context(), m)
+	switch {
+	case errors.Is(err, sb.ErrAlreadyStored):
+	case err != nil:
+		fail(w, r, err)
+		return
+	default:
+		slog.Debug("inbound text from a device", "tenant_id", ph.TenantID, "phone_id", ph.ID, "message_id", m.ID)
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// Run runs the sweeper until ctx ends: every few seconds it moves the
+// messages of phones that went quiet (see sqlstore.RerouteDeviceMessages).
+func (s *Server) Run(ctx context.Context) {
+	every := min(2*time.Second, max(s.cfg.ValidFor/4, 100*time.Millisecond))
+	grace := min(time.Minute, s.cfg.ValidFor/2)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	defer s.pacing.stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for ctx.Err() == nil {
+			const batch = 500
+			n, moved, err := s.cfg.Store.RerouteDeviceMessages(ctx, s.cfg.Now().UTC(), grace, batch)
+			if err != nil {
+				if ctx.Err() == nil {
+					slog.Error("moving device messages", "err", err)
+				}
+				break
+			}
+			if moved > 0 {
+				slog.Info("device messages moved to another phone", "count", moved)
+			}
+			if n < batch {
+				break
+			}
+		}
+	}
+}

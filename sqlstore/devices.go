@@ -1,0 +1,373 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	sb "github.com/switchboard/switchboard"
+)
+
+// The device queue. A live message of an android phone waits in device_due
+// for the phone's device, which takes it (TakeDeviceMessages) and reports
+// what becomes of it (ReportDeviceStates). A message handed to a device is
+// marked with the device's id and the validUntil handed with it; the app
+// will not send it after validUntil, so a message whose device reported
+// nothing by then (and a grace for clocks) can go to another phone without
+// being sent twice (RerouteDeviceMessages). Every move of a message from one
+// phone to another counts it against the new phone's daily limit.
+
+// DeviceBatch is the most messages handed to a device at once.
+const DeviceBatch = 100
+
+// TakeDeviceMessages returns the messages waiting for the phone's device:
+// those it was handed and has not reported on yet, while they are valid
+// (the app deduplicates by id, so handing one again is harmless and covers
+// an answer that was lost), and then new ones that are due, up to
+// DeviceBatch and the phone's per-minute pacing, which are handed now with
+// validUntil now+validFor. next is when the pacing allows the next message,
+// when messages wait for it; zero otherwise. A device that is not (or no
+// longer) the phone's gets INVALID_TOKEN.
+func (db *DB) TakeDeviceMessages(ctx context.Context, phoneID, deviceID string, lifo bool, now time.Time, validFor time.Duration) (msgs []*sb.Message, next time.Time, err error) {
+	order := "ASC"
+	if lifo {
+		order = "DESC"
+	}
+	err = db.Write(ctx, func(tx *Tx) error {
+		msgs, next = msgs[:0], time.Time{}
+		var rate sql.NullInt64
+		var nextAt sql.NullInt64
+		err := tx.queryRow(ctx, `SELECT rate_limit, next_handout_at FROM phones WHERE id = ? AND device_id = ?`, phoneID, deviceID).Scan(&rate, &nextAt)
+		if errors.Is(err, sql.ErrNoRows) {
+			return sb.Errorf(sb.CodeInvalidToken, "This device is no longer paired with the phone.")
+		}
+		if err != nil {
+			return err
+		}
+		held, err := tx.deviceMessages(ctx, `SELECT `+messageCols+`, valid_until FROM messages
+			WHERE phone_id = ? AND device_due IS NOT NULL AND device_id = ? AND device_state IS NULL AND status = 'queued' AND valid_until > ?
+			ORDER BY id `+order, phoneID, deviceID, sb.Micros(now))
+		if err != nil {
+			return err
+		}
+		msgs = append(msgs, held...)
+		// Pacing: with a rate of r a minute, one message every minute/r.
+		room := DeviceBatch - len(msgs)
+		var interval time.Duration
+		t := now
+		if rate.Valid && rate.Int64 > 0 {
+			interval = time.Minute / time.Duration(rate.Int64)
+			if nextAt.Valid && sb.FromMicros(nextAt.Int64).After(now) {
+				room = 0
+				t = sb.FromMicros(nextAt.Int64)
+			} else {
+				room = min(room, 1)
+			}
+		}
+		var fresh []*sb.Message
+		if room > 0 {
+			fresh, err = tx.deviceMessages(ctx, `SELECT `+messageCols+`, valid_until FROM messages
+				WHERE phone_id = ? AND device_due IS NOT NULL AND device_due <= ? AND device_id IS NULL AND status = 'queued'
+				ORDER BY device_due `+order+`, id `+order+` LIMIT ?`, phoneID, sb.Micros(now), room)
+			if err != nil {
+				return err
+			}
+		}
+		valid := now.Add(validFor).Truncate(time.Millisecond)
+		for _, m := range fresh {
+			if _, err := tx.exec(ctx, `UPDATE messages SET device_id = ?, valid_until = ?, attempts = attempts + 1 WHERE id = ? AND device_id IS NULL`,
+				deviceID, sb.Micros(valid), m.ID); err != nil {
+				return err
+			}
+			m.ValidUntil, m.Attempts = &valid, m.Attempts+1
+		}
+		msgs = append(msgs, fresh...)
+		if interval > 0 {
+			if len(fresh) > 0 {
+				t = now.Add(interval)
+				if _, err := tx.exec(ctx, `UPDATE phones SET next_handout_at = ? WHERE id = ?`, sb.Micros(t), phoneID); err != nil {
+					return err
+				}
+			}
+			var waiting int
+			if err := tx.queryRow(ctx, `SELECT COUNT(*) FROM messages WHERE phone_id = ? AND device_due IS NOT NULL AND device_due <= ?
+				AND device_id IS NULL AND status = 'queued'`, phoneID, sb.Micros(now)).Scan(&waiting); err != nil {
+				return err
+			}
+			if waiting > len(fresh) {
+				next = t
+			}
+		}
+		return nil
+	})
+	return msgs, next, err
+}
+
+func (t *Tx) deviceMessages(ctx context.Context, query string, args ...any) ([]*sb.Message, error) {
+	rows, err := t.query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*sb.Message
+	for rows.Next() {
+		var valid sql.NullInt64
+		m, err := scanMessageWith(rows, &valid)
+		if err != nil {
+			return nil, err
+		}
+		m.ValidUntil = optTime(valid)
+		m.PhoneKind = sb.PhoneAndroid
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// DeviceWorkWaiting reports whether the phone's device has messages to
+// take now (a safety net for a wake-up that was lost).
+func (db *DB) DeviceWorkWaiting(ctx context.Context, phoneID, deviceID string, now time.Time) (bool, error) {
+	var n int
+	err := db.queryRow(ctx, `SELECT COUNT(*) FROM messages WHERE phone_id = ? AND device_due IS NOT NULL AND device_due <= ? AND status = 'queued'
+		AND (device_id IS NULL OR (device_id = ? AND device_state IS NULL AND valid_until > ?))`,
+		phoneID, sb.Micros(now), deviceID, sb.Micros(now)).Scan(&n)
+	return n > 0, err
+}
+
+// ReportDeviceStates applies what a device reports about messages it holds.
+// A report about a message the device does not hold (never handed to it,
+// or moved to another phone since), an unknown state, and one that does not
+// move the message forward (a repeat, or a stale report arriving late)
+// change nothing. Processed and Pending keep the message queued; Sent makes
+// it sent; Delivered and Failed make it final with its event. A Failed
+// report of "TTL expired" says the device did not send it: the message goes
+// to another phone, as if its validUntil had passed.
+func (db *DB) ReportDeviceStates(ctx context.Context, phoneID, deviceID string, reports []sb.DeviceReport, now time.Time) error {
+	return db.Write(ctx, func(tx *Tx) error {
+		for _, r := range reports {
+			rank := sb.DeviceStateRank(r.State)
+			if rank == 0 {
+				continue
+			}
+			var status string
+			var state, holder sql.NullString
+			err := tx.queryRow(ctx, `SELECT status, device_state, device_id FROM messages WHERE id = ? AND phone_id = ?`,
+				r.MessageID, phoneID).Scan(&status, &state, &holder)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if holder.String != deviceID || (status != sb.StatusQueued && status != sb.StatusSent) || rank <= sb.DeviceStateRank(state.String) {
+				continue
+			}
+			at, sentAt := r.At, r.SentAt
+			if at.IsZero() || at.After(now) {
+				at = now
+			}
+			if sentAt.IsZero() || sentAt.After(at) {
+				sentAt = at
+			}
+			switch r.State {
+			case sb.DevicePending, sb.DeviceProcessed:
+				_, err = tx.exec(ctx, `UPDATE messages SET device_state = ? WHERE id = ?`, r.State, r.MessageID)
+			case sb.DeviceSent:
+				_, err = tx.exec(ctx, `UPDATE messages SET device_state = ?, status = 'sent', sent_at = COALESCE(sent_at, ?), device_due = NULL
+					WHERE id = ? AND status IN ('queued', 'sent')`, r.State, sb.Micros(at), r.MessageID)
+			case sb.DeviceFailed:
+				if r.Error == sb.DeviceTTLExpired && status == sb.StatusQueued {
+					// Not sent: another phone may send it. Not this one: the
+					// app knows the message by its id and would report the
+					// same again.
+					var m *routeRow
+					if m, err = tx.routeRow(ctx, r.MessageID); err == nil {
+						_, err = tx.reroute(ctx, m, now, routeCache{}, false)
+					}
+					if !errors.Is(err, errNowhere) {
+						break
+					}
+					r.Error = "TTL expired: the phone did not send the message before its validUntil, and no other phone could take it"
+				}
+				reason := r.Error
+				if reason == "" {
+					reason = "the phone reported the message as failed"
+				}
+				if err = tx.finish(ctx, []sb.Outcome{{MessageID: r.MessageID, FailureReason: reason, At: at, SentAt: sentAt}}); err == nil {
+					_, err = tx.exec(ctx, `UPDATE messages SET device_state = ?, device_due = NULL WHERE id = ?`, r.State, r.MessageID)
+				}
+			case sb.DeviceDelivered:
+				if err = tx.finish(ctx, []sb.Outcome{{MessageID: r.MessageID, Delivered: true, At: at, SentAt: sentAt}}); err == nil {
+					_, err = tx.exec(ctx, `UPDATE messages SET device_state = ?, device_due = NULL WHERE id = ?`, r.State, r.MessageID)
+				}
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// routeRow is what moving a message to another phone needs to know.
+type routeRow struct {
+	id, tenantID, to, channel string
+	phoneID, from             string
+	pinned                    bool
+}
+
+func (t *Tx) routeRow(ctx context.Context, id string) (*routeRow, error) {
+	var r routeRow
+	var phone sql.NullString
+	var pinned int
+	err := t.queryRow(ctx, `SELECT id, tenant_id, to_number, channel, phone_id, from_number, from_pinned FROM messages WHERE id = ?`, id).
+		Scan(&r.id, &r.tenantID, &r.to, &r.channel, &phone, &r.from, &pinned)
+	r.phoneID, r.pinned = phone.String, pinned != 0
+	return &r, err
+}
+
+// routeCache remembers, within one pass, the tenants and channels for which
+// no phone could be found.
+type routeCache map[[2]string]bool
+
+// reroutePause is how long a message that found no phone to move to waits
+// before it is considered again.
+const reroutePause = 15 * time.Second
+
+// errNowhere is reroute's answer when no phone but the message's own can
+// take it and it may not go back to its own.
+var errNowhere = errors.New("sqlstore: no other phone can take the message")
+
+// reroute moves a live device message to a phone that can take it now: its
+// sender if the sender was named, else the recipient's sticky phone or the
+// least used one, preferring any phone but the one it leaves, and going
+// back to that one (its device takes it again) only when sameOK. The move
+// counts it against the new phone's daily limit; if the new phone is not an
+// android phone the message joins the delivery queue. With no phone to go
+// to, it waits (its device hand-out undone) and is considered again after
+// reroutePause; or, when !sameOK, reroute writes nothing and answers
+// errNowhere. It reports whether the message moved to another phone.
+func (t *Tx) reroute(ctx context.Context, m *routeRow, now time.Time, cache routeCache, sameOK bool) (bool, error) {
+	day := sb.Day(now)
+	wait := func() (bool, error) {
+		_, err := t.exec(ctx, `UPDATE messages SET device_id = NULL, valid_until = NULL, device_state = NULL, device_due = ? WHERE id = ?`,
+			sb.Micros(now.Add(reroutePause)), m.id)
+		return false, err
+	}
+	if cache[[2]string{m.tenantID, m.channel}] && !m.pinned && sameOK {
+		return wait()
+	}
+	usable, err := t.usablePhones(ctx, m.tenantID, sb.Live, m.channel, day, now)
+	if err != nil {
+		return false, err
+	}
+	var sticky string
+	if !m.pinned {
+		rcp, err := t.recipient(ctx, m.tenantID, sb.Live, m.to)
+		if err != nil {
+			return false, err
+		}
+		sticky = rcp.phoneID
+	}
+	others := make([]sb.PhoneUse, 0, len(usable))
+	for _, u := range usable {
+		if u.Phone.ID != m.phoneID {
+			others = append(others, u)
+		}
+	}
+	from := ""
+	if m.pinned {
+		from = m.from
+	}
+	chosen := sb.PickPhone(others, from, sticky)
+	if chosen == nil && sameOK {
+		chosen = sb.PickPhone(usable, from, sticky) // its own phone, if nothing else can take it
+	}
+	if chosen == nil {
+		if !sameOK {
+			return false, errNowhere
+		}
+		if !m.pinned {
+			cache[[2]string{m.tenantID, m.channel}] = true
+		}
+		return wait()
+	}
+	p := chosen.Phone
+	if p.ID != m.phoneID {
+		if err := t.countOnPhone(ctx, sb.Live, p, day); err != nil {
+			if errors.Is(err, errLostRace) { // the limit was reached meanwhile: next pass
+				return wait()
+			}
+			return false, err
+		}
+	}
+	var runAt, deviceDue any = nil, sb.Micros(now)
+	if p.Kind != sb.PhoneAndroid {
+		runAt, deviceDue = sb.Micros(now), nil
+		t.afterCommit(t.db.wakeMessages)
+	} else if err := t.notifyPhone(ctx, p.ID); err != nil {
+		return false, err
+	}
+	_, err = t.exec(ctx, `UPDATE messages SET phone_id = ?, from_number = ?, device_id = NULL, valid_until = NULL, device_state = NULL,
+		device_due = ?, run_at = ? WHERE id = ?`, p.ID, p.Number, deviceDue, runAt, m.id)
+	return p.ID != m.phoneID, err
+}
+
+// RerouteDeviceMessages moves, up to limit at a time, the device messages
+// that cannot stay where they are: handed to a device that reported nothing
+// by their validUntil plus grace (the phone's clock may run a little behind
+// the server's), or waiting for a phone that is offline or deleted. It
+// returns how many it considered and how many moved to another phone.
+func (db *DB) RerouteDeviceMessages(ctx context.Context, now time.Time, grace time.Duration, limit int) (considered, moved int, err error) {
+	lock := ""
+	if db.dialect == Postgres {
+		lock = " FOR UPDATE OF m SKIP LOCKED"
+	}
+	offline := db.routing.OfflineAfter
+	if offline <= 0 {
+		offline = sb.DefaultPhoneOfflineAfter
+	}
+	err = db.Write(ctx, func(tx *Tx) error {
+		considered, moved = 0, 0
+		rows, err := tx.query(ctx, `SELECT m.id, m.tenant_id, m.to_number, m.channel, m.phone_id, m.from_number, m.from_pinned
+			FROM messages m LEFT JOIN phones p ON p.id = m.phone_id
+			WHERE m.device_due IS NOT NULL AND m.device_due <= ? AND m.status = 'queued' AND (
+				(m.device_id IS NOT NULL AND m.valid_until < ?)
+				OR (m.device_id IS NULL AND (p.id IS NULL OR p.status <> 'online' OR p.device_id IS NULL
+					OR p.last_seen_at IS NULL OR p.last_seen_at <= ?)))
+			ORDER BY m.device_due LIMIT ?`+lock,
+			sb.Micros(now), sb.Micros(now.Add(-grace)), sb.Micros(now.Add(-offline)), limit)
+		if err != nil {
+			return err
+		}
+		var todo []*routeRow
+		for rows.Next() {
+			var r routeRow
+			var phone sql.NullString
+			var pinned int
+			if err := rows.Scan(&r.id, &r.tenantID, &r.to, &r.channel, &phone, &r.from, &pinned); err != nil {
+				rows.Close()
+				return err
+			}
+			r.phoneID, r.pinned = phone.String, pinned != 0
+			todo = append(todo, &r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		cache := routeCache{}
+		for _, r := range todo {
+			ok, err := tx.reroute(ctx, r, now, cache, true)
+			if err != nil {
+				return err
+			}
+			considered++
+			if ok {
+				moved++
+			}
+		}
+		return nil
+	})
+	return considered, moved, err
+}

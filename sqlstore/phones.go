@@ -1,0 +1,330 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"time"
+
+	sb "github.com/switchboard/switchboard"
+)
+
+const phoneCols = `id, tenant_id, number, kind, daily_limit, rate_limit, channels, status, sim_number, last_seen_at,
+	device_id, device_name, device_paired_at, created_at`
+
+// phoneColsP is phoneCols qualified with the alias p, for joins.
+var phoneColsP = "p." + strings.ReplaceAll(strings.ReplaceAll(phoneCols, "\n\t", " "), ", ", ", p.")
+
+func scanPhone(row interface{ Scan(...any) error }, extra ...any) (*sb.Phone, error) {
+	var p sb.Phone
+	var limit, rate, sim sql.NullInt64
+	var seen, paired sql.NullInt64
+	var deviceID, deviceName sql.NullString
+	var channels string
+	var created int64
+	dest := append([]any{&p.ID, &p.TenantID, &p.Number, &p.Kind, &limit, &rate, &channels, &p.Status, &sim, &seen,
+		&deviceID, &deviceName, &paired, &created}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, sb.ErrNotFound
+		}
+		return nil, err
+	}
+	p.DailyLimit, p.RateLimit, p.SimNumber = int(limit.Int64), int(rate.Int64), int(sim.Int64)
+	p.Channels = strings.Split(channels, ",")
+	p.LastSeenAt = optTime(seen)
+	if deviceID.Valid {
+		p.Device = &sb.Device{ID: deviceID.String, Name: deviceName.String, PairedAt: sb.FromMicros(paired.Int64)}
+	}
+	p.CreatedAt = sb.FromMicros(created)
+	return &p, nil
+}
+
+func intOrNil(n int) any {
+	if n <= 0 {
+		return nil
+	}
+	return n
+}
+
+// errDuplicatePhone is the answer for a number that another tenant's phone
+// has: it names no phone of the other tenant.
+var errDuplicatePhone = sb.Errorf(sb.CodeDuplicatePhone, "This number is already a sending phone.")
+
+// ErrPairingTaken is returned by AddPhone and SetPairing when another
+// phone's live pairing code is the same: the caller makes a new code.
+var ErrPairingTaken = errors.New("sqlstore: the pairing code is in use")
+
+// AddPhone stores a sending phone, with the hash of its pairing code when
+// pairing is set. A number that is one of the tenant's phones already is a
+// DUPLICATE_PHONE naming it; a number another tenant has, DUPLICATE_PHONE
+// naming none.
+func (db *DB) AddPhone(ctx context.Context, p *sb.Phone, pairing *sb.Pairing) error {
+	if p.Kind == "" {
+		p.Kind = sb.PhoneSimulated
+	}
+	var pairHash, pairExp any
+	if pairing != nil {
+		pairHash, pairExp = sb.HashSecret(pairing.Code), sb.Micros(pairing.ExpiresAt)
+	}
+	err := db.Write(ctx, func(tx *Tx) error {
+		var existing string
+		err := tx.queryRow(ctx, `SELECT id FROM phones WHERE number = ?`, p.Number).Scan(&existing)
+		switch {
+		case err == nil:
+			var owner string
+			if err := tx.queryRow(ctx, `SELECT tenant_id FROM phones WHERE id = ?`, existing).Scan(&owner); err != nil {
+				return err
+			}
+			if owner != p.TenantID {
+				return errDuplicatePhone
+			}
+			return &sb.Error{Code: sb.CodeDuplicatePhone, Message: "This number is already one of your sending phones.",
+				Details: map[string]any{"existing_id": existing}}
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		if pairHash != nil {
+			var n int
+			if err := tx.queryRow(ctx, `SELECT COUNT(*) FROM phones WHERE pairing_hash = ?`, pairHash).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return ErrPairingTaken
+			}
+		}
+		_, err = tx.exec(ctx, `INSERT INTO phones (`+phoneCols+`, pairing_hash, pairing_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			p.ID, p.TenantID, p.Number, p.Kind, intOrNil(p.DailyLimit), intOrNil(p.RateLimit), strings.Join(p.Channels, ","), p.Status,
+			intOrNil(p.SimNumber), nil, nil, nil, nil, sb.Micros(p.CreatedAt), pairHash, pairExp)
+		return err
+	})
+	if isUniqueViolation(err) { // a concurrent insert of the number or the code
+		return errDuplicatePhone
+	}
+	return err
+}
+
+// PhoneKind returns the kind of a phone, whichever tenant it belongs to.
+func (db *DB) PhoneKind(ctx context.Context, id string) (string, error) {
+	var kind string
+	err := db.queryRow(ctx, `SELECT kind FROM phones WHERE id = ?`, id).Scan(&kind)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", sb.ErrNotFound
+	}
+	return kind, err
+}
+
+// phonesWithUse reads a tenant's phones (one when id is set), oldest
+// first, with the messages counted against their daily limit on day in env.
+func phonesWithUse(ctx context.Context, q func(ctx context.Context, query string, args ...any) (*sql.Rows, error),
+	tenantID string, env sb.Environment, day, id string) ([]*sb.Phone, error) {
+	query := `SELECT ` + phoneColsP + `, COALESCE(c.n, 0) FROM phones p LEFT JOIN daily_counters c
+		  ON c.tenant_id = p.tenant_id AND c.environment = ? AND c.counter = 'phone:' || p.id AND c.day = ?
+		WHERE p.tenant_id = ?`
+	args := []any{string(env), day, tenantID}
+	if id != "" {
+		query += ` AND p.id = ?`
+		args = append(args, id)
+	}
+	rows, err := q(ctx, query+` ORDER BY p.id`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*sb.Phone
+	for rows.Next() {
+		var used int64
+		p, err := scanPhone(rows, &used)
+		if err != nil {
+			return nil, err
+		}
+		p.SentToday = used
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// Phones lists the tenant's phones, oldest first, each with today's count
+// (UTC) in env.
+func (db *DB) Phones(ctx context.Context, tenantID string, env sb.Environment) ([]*sb.Phone, error) {
+	return phonesWithUse(ctx, db.query, tenantID, env, sb.Day(time.Now()), "")
+}
+
+// Phone returns one of the tenant's phones with today's count in env.
+func (db *DB) Phone(ctx context.Context, tenantID string, env sb.Environment, id string) (*sb.Phone, error) {
+	ps, err := phonesWithUse(ctx, db.query, tenantID, env, sb.Day(time.Now()), id)
+	if err != nil {
+		return nil, err
+	}
+	if len(ps) == 0 {
+		return nil, sb.ErrNotFound
+	}
+	return ps[0], nil
+}
+
+// UpdatePhone applies patch to one of the tenant's phones.
+func (db *DB) UpdatePhone(ctx context.Context, tenantID, id string, patch sb.PhonePatch) error {
+	return db.Write(ctx, func(tx *Tx) error {
+		var n int
+		if err := tx.queryRow(ctx, `SELECT COUNT(*) FROM phones WHERE tenant_id = ? AND id = ?`, tenantID, id).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return sb.ErrNotFound
+		}
+		if patch.DailyLimit != nil {
+			if _, err := tx.exec(ctx, `UPDATE phones SET daily_limit = ? WHERE tenant_id = ? AND id = ?`, intOrNil(*patch.DailyLimit), tenantID, id); err != nil {
+				return err
+			}
+		}
+		if patch.RateLimit != nil {
+			if _, err := tx.exec(ctx, `UPDATE phones SET rate_limit = ? WHERE tenant_id = ? AND id = ?`, intOrNil(*patch.RateLimit), tenantID, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// DeletePhone deletes one of the tenant's phones: its device's token and
+// inbound secret die with it, recipients that stuck to it are free to stick
+// to another, and its messages that no device holds are due at once for
+// the sweeper to move (see RerouteDeviceMessages).
+func (db *DB) DeletePhone(ctx context.Context, tenantID, id string, now time.Time) error {
+	return db.Write(ctx, func(tx *Tx) error {
+		var n int
+		if err := tx.queryRow(ctx, `SELECT COUNT(*) FROM phones WHERE tenant_id = ? AND id = ?`, tenantID, id).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return sb.ErrNotFound
+		}
+		if _, err := tx.exec(ctx, `DELETE FROM phones WHERE tenant_id = ? AND id = ?`, tenantID, id); err != nil {
+			return err
+		}
+		if _, err := tx.exec(ctx, `UPDATE recipients SET phone_id = NULL WHERE tenant_id = ? AND phone_id = ?`, tenantID, id); err != nil {
+			return err
+		}
+		_, err := tx.exec(ctx, `UPDATE messages SET device_due = ? WHERE phone_id = ? AND device_due IS NOT NULL AND device_id IS NULL AND status = 'queued'`,
+			sb.Micros(now), id)
+		return err
+	})
+}
+
+// SetPhoneStatus sets a phone's operator switch online or offline and
+// returns the phone.
+func (db *DB) SetPhoneStatus(ctx context.Context, id, status string) (*sb.Phone, error) {
+	res, err := db.exec(ctx, `UPDATE phones SET status = ? WHERE id = ?`, status, id)
+	if err != nil {
+		return nil, err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil, sb.ErrNotFound
+	}
+	return scanPhone(db.queryRow(ctx, `SELECT `+phoneCols+` FROM phones WHERE id = ?`, id))
+}
+
+// SetPairing gives one of the tenant's android phones a new pairing code;
+// its earlier code stops working.
+func (db *DB) SetPairing(ctx context.Context, tenantID, id string, pairing *sb.Pairing) error {
+	hash := sb.HashSecret(pairing.Code)
+	return db.Write(ctx, func(tx *Tx) error {
+		var kind string
+		err := tx.queryRow(ctx, `SELECT kind FROM phones WHERE tenant_id = ? AND id = ?`, tenantID, id).Scan(&kind)
+		if errors.Is(err, sql.ErrNoRows) {
+			return sb.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if kind != sb.PhoneAndroid {
+			return sb.Invalid("id", "Only android phones are paired with a device; this phone is %s.", kind)
+		}
+		var n int
+		if err := tx.queryRow(ctx, `SELECT COUNT(*) FROM phones WHERE pairing_hash = ? AND id <> ?`, hash, id).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return ErrPairingTaken
+		}
+		_, err = tx.exec(ctx, `UPDATE phones SET pairing_hash = ?, pairing_expires_at = ? WHERE tenant_id = ? AND id = ?`,
+			hash, sb.Micros(pairing.ExpiresAt), tenantID, id)
+		return err
+	})
+}
+
+// PairDevice pairs a device with the phone whose live pairing code is code:
+// the code is used up, the device (and its token and inbound secret)
+// replaces any earlier one, whose token stops working. An unknown, used or
+// expired code is INVALID_TOKEN.
+func (db *DB) PairDevice(ctx context.Context, code string, dev *sb.Device, creds sb.DeviceCredentials, now time.Time) (*sb.Phone, error) {
+	var id string
+	err := db.Write(ctx, func(tx *Tx) error {
+		err := tx.queryRow(ctx, `SELECT id FROM phones WHERE pairing_hash = ? AND pairing_expires_at > ?`,
+			sb.HashSecret(code), sb.Micros(now)).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errBadCode
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.exec(ctx, `UPDATE phones SET pairing_hash = NULL, pairing_expires_at = NULL, device_id = ?, device_name = ?,
+			device_paired_at = ?, token_hash = ?, inbound_hash = ?, last_seen_at = ? WHERE id = ?`,
+			dev.ID, dev.Name, sb.Micros(dev.PairedAt), sb.HashSecret(creds.Token), sb.HashSecret(creds.InboundSecret), sb.Micros(now), id)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return scanPhone(db.queryRow(ctx, `SELECT `+phoneCols+` FROM phones WHERE id = ?`, id))
+}
+
+var errBadCode = sb.Errorf(sb.CodeInvalidToken, "The pairing code is unknown, used or expired.")
+
+// PhoneByToken returns the phone whose device holds token; a token that no
+// device holds (never issued, replaced by a new pairing, or of a deleted
+// phone) is INVALID_TOKEN.
+func (db *DB) PhoneByToken(ctx context.Context, token string) (*sb.Phone, error) {
+	p, err := scanPhone(db.queryRow(ctx, `SELECT `+phoneCols+` FROM phones WHERE token_hash = ?`, sb.HashSecret(token)))
+	if sb.ErrorCode(err) == sb.CodeNotFound {
+		return nil, sb.Errorf(sb.CodeInvalidToken, "The device token is not valid.")
+	}
+	return p, err
+}
+
+// PhoneByInboundSecret returns the phone whose device's inbound callback
+// secret is secret, or INVALID_TOKEN.
+func (db *DB) PhoneByInboundSecret(ctx context.Context, secret string) (*sb.Phone, error) {
+	p, err := scanPhone(db.queryRow(ctx, `SELECT `+phoneCols+` FROM phones WHERE inbound_hash = ?`, sb.HashSecret(secret)))
+	if sb.ErrorCode(err) == sb.CodeNotFound {
+		return nil, sb.Errorf(sb.CodeInvalidToken, "The callback secret is not valid.")
+	}
+	return p, err
+}
+
+// TouchDevice records that the phone's device was seen at now, and reports
+// whether deviceID is still the phone's device (not replaced by another
+// pairing, its phone not deleted). It shares the group commit of other
+// writes: devices touch their phone often.
+func (db *DB) TouchDevice(ctx context.Context, phoneID, deviceID string, now time.Time) (bool, error) {
+	var ok bool
+	err := db.Write(ctx, func(tx *Tx) error {
+		res, err := tx.exec(ctx, `UPDATE phones SET last_seen_at = ? WHERE id = ? AND device_id = ?`, sb.Micros(now), phoneID, deviceID)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		ok = n > 0
+		return err
+	})
+	return ok, err
+}
+
+// SetDeviceName records the name a paired device gives itself.
+func (db *DB) SetDeviceName(ctx context.Context, id, deviceID, name string) error {
+	return db.Write(ctx, func(tx *Tx) error {
+		_, err := tx.exec(ctx, `UPDATE phones SET device_name = ? WHERE id = ? AND device_id = ?`, name, id, deviceID)
+		return err
+	})
+}
