@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"sync"
 	"time"
 
@@ -94,6 +95,17 @@ func Run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
+	var redisOpt *redis.Options
+	if c.RedisURL != "" {
+		if redisOpt, err = redis.ParseURL(c.RedisURL); err != nil {
+			// A *url.Error quotes the whole URL, password included.
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err
+			}
+			return fmt.Errorf("--redis-url: %w", err)
+		}
+	}
 	db, err := sqlstore.Open(ctx, c.Database)
 	if err != nil {
 		return err
@@ -101,12 +113,8 @@ func Run(ctx context.Context, c Config) error {
 	defer db.Close()
 
 	var limiter ratelimit.Limiter = ratelimit.NewMemory(nil)
-	if c.RedisURL != "" {
-		opt, err := redis.ParseURL(c.RedisURL)
-		if err != nil {
-			return fmt.Errorf("--redis-url: %w", err)
-		}
-		rc := redis.NewClient(opt)
+	if redisOpt != nil {
+		rc := redis.NewClient(redisOpt)
 		defer rc.Close()
 		limiter = ratelimit.NewRedis(rc)
 	}
