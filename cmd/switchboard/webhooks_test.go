@@ -443,10 +443,18 @@ func TestWebhookRegistrationRefusesPrivateAddresses(t *testing.T) {
 			"http://0.0.0.0/",
 			"http://224.0.0.1/",
 			"https://255.255.255.255/",
+			"http://[::ffff:8.8.8.8]/",                       // IPv4-mapped, written as IPv6
+			"http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/", // Teredo
+			"http://switchboard-test-no-such-host.invalid/",  // does not resolve (RFC 6761)
 		} {
 			r := s.do(t, "POST", "/v1/webhooks", tn.Live, map[string]any{"url": url, "events": hookEvents, "secret": hookSecret})
 			if r.Status != http.StatusBadRequest || r.Code() != "VALIDATION_ERROR" || r.Field() != "url" {
 				t.Errorf("%s: %d %s, want 400 VALIDATION_ERROR field url", url, r.Status, r.Raw)
+			}
+			// One message whatever the reason, so that registering urls
+			// tells nothing about which internal names exist.
+			if msg, _ := r.Body["error"].(string); msg != "url is not allowed: url host does not resolve to a public address." {
+				t.Errorf("%s: message %q", url, msg)
 			}
 		}
 		if n := len(s.do(t, "GET", "/v1/webhooks", tn.Live, nil).List()); n != 0 {
