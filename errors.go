@@ -35,6 +35,7 @@ const (
 	CodeDuplicateTemplate    Code = "DUPLICATE_TEMPLATE"
 	CodeIdempotencyConflict  Code = "IDEMPOTENCY_CONFLICT"
 	CodeCampaignNotDraft     Code = "CAMPAIGN_NOT_DRAFT"
+	CodeDeliveryNotFailed    Code = "DELIVERY_NOT_FAILED"
 	CodeDetectionUnavailable Code = "DETECTION_UNAVAILABLE"
 	CodeChannelUnavailable   Code = "CHANNEL_UNAVAILABLE"
 	CodeMethodNotAllowed     Code = "METHOD_NOT_ALLOWED"

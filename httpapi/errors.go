@@ -31,6 +31,7 @@ var statusOf = map[sb.Code]int{
 	sb.CodeDuplicateTemplate:    http.StatusConflict,
 	sb.CodeIdempotencyConflict:  http.StatusConflict,
 	sb.CodeCampaignNotDraft:     http.StatusConflict,
+	sb.CodeDeliveryNotFailed:    http.StatusConflict,
 	sb.CodePayloadTooLarge:      http.StatusRequestEntityTooLarge,
 	sb.CodeRateLimitExceeded:    http.StatusTooManyRequests,
 	sb.CodeQuotaExceeded:        http.StatusTooManyRequests,
