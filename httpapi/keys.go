@@ -105,14 +105,20 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, p *auth.Princ
 	return nil
 }
 
+// listKeys lists the tenant's unrevoked keys, oldest first: all of them to a
+// live key, and only the test keys to a test key, which is a sandbox
+// credential and learns nothing of the live ones.
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	keys, err := s.cfg.Store.Keys(r.Context(), p.Tenant.ID)
 	if err != nil {
 		return err
 	}
-	out := make([]keyJSON, len(keys))
-	for i, k := range keys {
-		out[i] = toKeyJSON(k, p.Plan)
+	out := make([]keyJSON, 0, len(keys))
+	for _, k := range keys {
+		if p.Env == sb.Test && k.Environment != sb.Test {
+			continue
+		}
+		out = append(out, toKeyJSON(k, p.Plan))
 	}
 	writeData(w, http.StatusOK, out)
 	return nil
