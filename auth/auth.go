@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,14 @@ type Principal struct {
 	// ViaToken is set when an identity-provider token, not an API key,
 	// authenticated the request; Key is then synthetic.
 	ViaToken bool
+	// Scopes are the scopes a token grants (none for an API key).
+	Scopes []string
+}
+
+// MayManageKeys reports whether the principal may create and revoke API
+// keys: an API key may; a token only with the scope ScopeKeysWrite.
+func (p *Principal) MayManageKeys() bool {
+	return !p.ViaToken || slices.Contains(p.Scopes, ScopeKeysWrite)
 }
 
 // DefaultTTL bounds how long a cached key or tenant may be used without

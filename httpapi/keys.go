@@ -54,7 +54,14 @@ type createKeyRequest struct {
 	Environment *string `json:"environment"`
 }
 
+// errKeysScope refuses key management to an identity-provider token
+// without the scope that grants it.
+var errKeysScope = sb.Errorf(sb.CodeForbidden, "This identity-provider token cannot create or revoke API keys: that needs the scope %q.", auth.ScopeKeysWrite)
+
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	if !p.MayManageKeys() {
+		return errKeysScope
+	}
 	var req createKeyRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
@@ -125,6 +132,9 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, p *auth.Princi
 }
 
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	if !p.MayManageKeys() {
+		return errKeysScope
+	}
 	id := r.PathValue("id")
 	if p.Env == sb.Test {
 		// A sandbox credential may not touch live keys; it learns nothing

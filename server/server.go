@@ -54,8 +54,10 @@ type Config struct {
 	DeliveryLease time.Duration
 	// DebugAddr, when set, serves pprof there.
 	DebugAddr string
-	// Identity-provider tokens: an HS256 secret or a JWKS file, with the
-	// required issuer and audience.
+	// Identity-provider tokens: an HS256 secret (at least 32 bytes) or a
+	// JWKS file, with the issuer and audience, both required, that tokens
+	// must name. Run refuses to start with any of them set and the
+	// configuration incomplete.
 	IdPSecret, IdPJWKS     string
 	IdPIssuer, IdPAudience string
 }
@@ -83,6 +85,27 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})), nil
 }
 
+// identityProvider returns the identity provider the configuration sets up,
+// nil for none, or why it refuses to start: one with no required issuer or
+// audience, or with a short HS256 secret, would accept tokens it should not.
+func (c *Config) identityProvider() (*auth.IdentityProvider, error) {
+	if c.IdPSecret == "" && c.IdPJWKS == "" && c.IdPIssuer == "" && c.IdPAudience == "" {
+		return nil, nil
+	}
+	idp := &auth.IdentityProvider{Secret: []byte(c.IdPSecret), Issuer: c.IdPIssuer, Audience: c.IdPAudience, Leeway: 30 * time.Second}
+	if c.IdPJWKS != "" {
+		keys, err := auth.LoadJWKS(c.IdPJWKS)
+		if err != nil {
+			return nil, err
+		}
+		idp.Keys = keys
+	}
+	if err := idp.Check(); err != nil {
+		return nil, err
+	}
+	return idp, nil
+}
+
 // Run serves until ctx ends, then shuts down gracefully.
 func Run(ctx context.Context, c Config) error {
 	c.defaults()
@@ -105,6 +128,10 @@ func Run(ctx context.Context, c Config) error {
 			}
 			return fmt.Errorf("--redis-url: %w", err)
 		}
+	}
+	idp, err := c.identityProvider()
+	if err != nil {
+		return err
 	}
 	db, err := sqlstore.Open(ctx, c.Database)
 	if err != nil {
@@ -133,13 +160,7 @@ func Run(ctx context.Context, c Config) error {
 	defer sim.Close()
 
 	authn := auth.New(db, plans, nil)
-	if c.IdPSecret != "" || c.IdPJWKS != "" {
-		idp := &auth.IdentityProvider{Secret: []byte(c.IdPSecret), Issuer: c.IdPIssuer, Audience: c.IdPAudience, Leeway: 30 * time.Second}
-		if c.IdPJWKS != "" {
-			if idp.Keys, err = auth.LoadJWKS(c.IdPJWKS); err != nil {
-				return err
-			}
-		}
+	if idp != nil {
 		authn.UseIdentityProvider(idp)
 	}
 	api, err := httpapi.New(httpapi.Config{
