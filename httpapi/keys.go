@@ -46,7 +46,7 @@ func toKeyJSON(k *sb.APIKey, plan sb.Plan) keyJSON {
 // limiter spaces requests in whole microseconds, so it cannot enforce more
 // than one per microsecond. Without this bound a Scale key (no ceiling)
 // could be created with a limit that fails every request it makes.
-const MaxKeyRateLimit = 60_000_000
+const MaxKeyRateLimit = sb.MaxRateLimit
 
 type createKeyRequest struct {
 	Name        *string `json:"name"`
