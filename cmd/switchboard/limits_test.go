@@ -195,7 +195,7 @@ func TestTenantRateLimit(t *testing.T) {
 		tn := newTenant(t, db)
 		other := newTenant(t, db)
 		second := apiCreateKey(t, s, tn.Live, map[string]any{"name": "second"})["key"].(string) // 1 of 8
-		apiListKeys(t, s, tn.Live)                                                               // 2
+		apiListKeys(t, s, tn.Live)                                                              // 2
 		for i := 0; i < 4; i++ {
 			apiListKeys(t, s, second) // 3..6
 		}
