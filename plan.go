@@ -19,6 +19,12 @@ type Plan struct {
 	TenantRateLimit   int `json:"tenant_rate_limit"`
 	MonthlyCalls      int `json:"monthly_calls"`
 	NewContactsPerDay int `json:"new_contacts_per_day"`
+	// Caps on what one environment (live or test) of a tenant may hold;
+	// zero means none. Campaigns count while they are open (draft or
+	// running).
+	MaxContacts      int `json:"max_contacts"`
+	MaxTemplates     int `json:"max_templates"`
+	MaxOpenCampaigns int `json:"max_open_campaigns"`
 }
 
 // TenantRateFactor is how many keys at the plan's rate a tenant's total
@@ -38,10 +44,14 @@ type Plans map[string]Plan
 // any of its values.
 func DefaultPlans() Plans {
 	return Plans{
-		"trial":   {Name: "trial", RateLimit: 50, TenantRateLimit: 250, MonthlyCalls: 50_000, NewContactsPerDay: 50},
-		"starter": {Name: "starter", RateLimit: 50, TenantRateLimit: 250, MonthlyCalls: 50_000, NewContactsPerDay: 100},
-		"growth":  {Name: "growth", RateLimit: 200, TenantRateLimit: 1_000, MonthlyCalls: 200_000, NewContactsPerDay: 500},
-		"scale":   {Name: "scale", RateLimit: 0, TenantRateLimit: 0, MonthlyCalls: 0, NewContactsPerDay: 2_500},
+		"trial": {Name: "trial", RateLimit: 50, TenantRateLimit: 250, MonthlyCalls: 50_000, NewContactsPerDay: 50,
+			MaxContacts: 10_000, MaxTemplates: 1_000, MaxOpenCampaigns: 100},
+		"starter": {Name: "starter", RateLimit: 50, TenantRateLimit: 250, MonthlyCalls: 50_000, NewContactsPerDay: 100,
+			MaxContacts: 100_000, MaxTemplates: 1_000, MaxOpenCampaigns: 100},
+		"growth": {Name: "growth", RateLimit: 200, TenantRateLimit: 1_000, MonthlyCalls: 200_000, NewContactsPerDay: 500,
+			MaxContacts: 500_000, MaxTemplates: 1_000, MaxOpenCampaigns: 100},
+		"scale": {Name: "scale", RateLimit: 0, TenantRateLimit: 0, MonthlyCalls: 0, NewContactsPerDay: 2_500,
+			MaxContacts: 1_000_000, MaxTemplates: 1_000, MaxOpenCampaigns: 100},
 	}
 }
 
@@ -98,7 +108,8 @@ func LoadPlans(path string) (Plans, error) {
 		if set.TenantRateLimit == nil {
 			p.TenantRateLimit = min(TenantRateFactor*p.RateLimit, MaxRateLimit)
 		}
-		if p.RateLimit < 0 || p.TenantRateLimit < 0 || p.MonthlyCalls < 0 || p.NewContactsPerDay < 0 {
+		if p.RateLimit < 0 || p.TenantRateLimit < 0 || p.MonthlyCalls < 0 || p.NewContactsPerDay < 0 ||
+			p.MaxContacts < 0 || p.MaxTemplates < 0 || p.MaxOpenCampaigns < 0 {
 			return nil, fmt.Errorf("plans file %s: plan %q: limits must be >= 0", path, name)
 		}
 		if p.RateLimit > MaxRateLimit || p.TenantRateLimit > MaxRateLimit {
