@@ -253,15 +253,25 @@ func decodeSegment(seg string, v any) error {
 // authenticateToken turns a verified token into a principal of its tenant.
 // The principal's key is synthetic (never stored): it names the token's
 // subject, so each subject has its own rate-limit bucket at the plan's limit.
-func (a *Authenticator) authenticateToken(ctx context.Context, token string) (*Principal, error) {
+//
+// A token that fails counts against client's failed authentications; once
+// client is throttled, a failing token answers RATE_LIMIT_EXCEEDED. A valid
+// token costs only its checks, so it is accepted from a throttled client.
+func (a *Authenticator) authenticateToken(ctx context.Context, token, client string) (*Principal, error) {
 	now := a.now()
 	c, err := a.idp.verify(token, now)
-	if err != nil {
-		return nil, err
+	var tenant *sb.Tenant
+	if err == nil {
+		tenant, err = a.tenant(ctx, c.TenantID)
+		if sb.ErrorCode(err) == sb.CodeNotFound {
+			err = errInvalidToken
+		}
 	}
-	tenant, err := a.tenant(ctx, c.TenantID)
-	if sb.ErrorCode(err) == sb.CodeNotFound {
-		return nil, errInvalidToken
+	if code := sb.ErrorCode(err); code == sb.CodeInvalidToken || code == sb.CodeTokenExpired {
+		if th := a.throttled(client); th != nil {
+			return nil, th
+		}
+		return nil, a.failed(client, err)
 	}
 	if err != nil {
 		return nil, err

@@ -8,7 +8,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -223,8 +225,12 @@ func (s *Server) authed(h handlerFunc) http.Handler {
 
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, h handlerFunc) error {
 	ctx := r.Context()
-	p, err := s.cfg.Auth.Authenticate(ctx, r.Header.Get("Authorization"))
+	p, err := s.cfg.Auth.Authenticate(ctx, r.Header.Get("Authorization"), clientAddr(r))
 	if err != nil {
+		var th *auth.Throttled
+		if errors.As(err, &th) {
+			w.Header().Set("Retry-After", strconv.Itoa(th.RetryAfter))
+		}
 		return err
 	}
 	if p.RateLimit > 0 {
@@ -268,6 +274,17 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, h handlerFunc) er
 		}
 	}
 	return h(w, r, p)
+}
+
+// clientAddr is the address of the client that sent r: the connection's
+// peer. (Behind a reverse proxy every client has the proxy's address; see
+// the README on failed-authentication throttling.)
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return ""
+	}
+	return host
 }
 
 // tenantBucket names the rate-limit bucket of a tenant's total; key ids
