@@ -13,11 +13,15 @@ import (
 // fakeClock is a settable clock for the authenticator.
 type fakeClock struct{ t time.Time }
 
-func (c *fakeClock) now() time.Time            { return c.t }
-func (c *fakeClock) advance(d time.Duration)   { c.t = c.t.Add(d) }
-func unknownKey(i int) string                  { return fmt.Sprintf("svc_live_%032d", i) }
-func bearer(text string) string                { return "Bearer " + text }
-func isThrottled(err error) (*Throttled, bool) { var th *Throttled; ok := errors.As(err, &th); return th, ok }
+func (c *fakeClock) now() time.Time          { return c.t }
+func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
+func unknownKey(i int) string                { return fmt.Sprintf("svc_live_%032d", i) }
+func bearer(text string) string              { return "Bearer " + text }
+func isThrottled(err error) (*Throttled, bool) {
+	var th *Throttled
+	ok := errors.As(err, &th)
+	return th, ok
+}
 
 // TestUnknownKeyMisses: a well-formed key that does not exist is remembered
 // for a few seconds, so that repeating it costs no database read (issue 19).
