@@ -36,6 +36,7 @@ const (
 	CodeDuplicatePhone       Code = "DUPLICATE_PHONE"
 	CodeIdempotencyConflict  Code = "IDEMPOTENCY_CONFLICT"
 	CodeCampaignNotDraft     Code = "CAMPAIGN_NOT_DRAFT"
+	CodeDeliveryNotFailed    Code = "DELIVERY_NOT_FAILED"
 	CodeDetectionUnavailable Code = "DETECTION_UNAVAILABLE"
 	CodeChannelUnavailable   Code = "CHANNEL_UNAVAILABLE"
 	CodeMethodNotAllowed     Code = "METHOD_NOT_ALLOWED"

@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,14 @@ type Principal struct {
 	// ViaToken is set when an identity-provider token, not an API key,
 	// authenticated the request; Key is then synthetic.
 	ViaToken bool
+	// Scopes are the scopes a token grants (none for an API key).
+	Scopes []string
+}
+
+// MayManageKeys reports whether the principal may create and revoke API
+// keys: an API key may; a token only with the scope ScopeKeysWrite.
+func (p *Principal) MayManageKeys() bool {
+	return !p.ViaToken || slices.Contains(p.Scopes, ScopeKeysWrite)
 }
 
 // DefaultTTL bounds how long a cached key or tenant may be used without
@@ -76,6 +85,9 @@ type Authenticator struct {
 	used map[string]time.Time // key id -> last use not yet written
 
 	idp *IdentityProvider // nil: API keys only
+
+	misses   missCache       // well-formed keys not found (see throttle.go)
+	failures failureThrottle // failed authentication per client address
 }
 
 // UseIdentityProvider makes bearer tokens shaped like JWTs authenticate
@@ -92,29 +104,48 @@ func New(store Store, plans sb.Plans, now func() time.Time) *Authenticator {
 
 var errInvalidKey = sb.Errorf(sb.CodeInvalidAPIKey, "Missing or invalid API key. Send Authorization: Bearer <API_KEY>.")
 
-// Authenticate checks the Authorization header value and returns the
-// principal, or an *sb.Error: INVALID_API_KEY (401), KEY_INACTIVE,
-// TENANT_SUSPENDED or TRIAL_EXPIRED (403), in that order.
-func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Principal, error) {
+// Authenticate checks the Authorization header value of a request from the
+// client address client (an IP address; "" when unknown, which is never
+// throttled) and returns the principal, or an *sb.Error: INVALID_API_KEY
+// (401), KEY_INACTIVE, TENANT_SUSPENDED or TRIAL_EXPIRED (403), in that
+// order; or a *Throttled (RATE_LIMIT_EXCEEDED) when the client has failed
+// too often (see throttle.go).
+func (a *Authenticator) Authenticate(ctx context.Context, header, client string) (*Principal, error) {
 	text, ok := strings.CutPrefix(header, "Bearer ")
 	if !ok {
 		return nil, errInvalidKey
 	}
+	if client != "" {
+		client = clientKey(client)
+	}
 	if _, ok := sb.ParseKeyText(text); !ok {
 		if a.idp != nil && looksLikeJWT(text) {
-			return a.authenticateToken(ctx, text)
+			return a.authenticateToken(ctx, text, client)
 		}
-		return nil, errInvalidKey
+		return nil, errInvalidKey // costs nothing: not counted
 	}
 	hash := sb.HashKey(text)
+	if _, seen := a.keys.Load(hash); !seen {
+		// Not a key this node has seen authenticate: a throttled client
+		// gets no lookup, and a recent miss needs none.
+		if err := a.throttled(client); err != nil {
+			return nil, err
+		}
+		if a.misses.has(hash, a.now()) {
+			return nil, a.failed(client, errInvalidKey)
+		}
+	}
 	key, err := a.key(ctx, hash)
 	if err != nil {
+		if err == errInvalidKey {
+			return nil, a.failed(client, err)
+		}
 		return nil, err
 	}
 	// The lookup was by hash; compare again in constant time so that no
 	// code path depends on how much of a wrong hash matched.
 	if subtle.ConstantTimeCompare([]byte(key.Hash), []byte(hash)) != 1 || key.Status == sb.KeyRevoked {
-		return nil, errInvalidKey
+		return nil, a.failed(client, errInvalidKey)
 	}
 	if key.Status != sb.KeyActive {
 		return nil, sb.Errorf(sb.CodeKeyInactive, "This API key is deactivated.")
@@ -144,6 +175,7 @@ func (a *Authenticator) key(ctx context.Context, hash string) (*sb.APIKey, error
 	if err != nil {
 		if sb.ErrorCode(err) == sb.CodeNotFound {
 			a.keys.Delete(hash)
+			a.misses.add(hash, fetched)
 			return nil, errInvalidKey
 		}
 		return nil, err
@@ -191,6 +223,7 @@ func (a *Authenticator) Reset() {
 	a.forgets.Add(1)
 	a.keys.Clear()
 	a.tenants.Clear()
+	a.misses.clear()
 }
 
 func (a *Authenticator) markUsed(keyID string, at time.Time) {

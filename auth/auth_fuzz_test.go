@@ -111,7 +111,7 @@ func FuzzAuthenticateHeader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, header string) {
 		store := newFuzzStore()
 		a := New(store, sb.DefaultPlans(), func() time.Time { return now })
-		p, err := a.Authenticate(ctx, header)
+		p, err := a.Authenticate(ctx, header, "")
 
 		if header == "Bearer "+fuzzKeyText {
 			if err != nil || p == nil {
@@ -122,7 +122,7 @@ func FuzzAuthenticateHeader(f *testing.F) {
 			}
 			// A second use is served from the cache.
 			reads := store.keyReads.Load()
-			if p2, err := a.Authenticate(ctx, header); err != nil || p2 == nil || store.keyReads.Load() != reads {
+			if p2, err := a.Authenticate(ctx, header, ""); err != nil || p2 == nil || store.keyReads.Load() != reads {
 				t.Fatalf("second Authenticate = %v, %v (key reads %d -> %d)", p2, err, reads, store.keyReads.Load())
 			}
 			return

@@ -95,7 +95,7 @@ func TestRevocationDuringLookup(t *testing.T) {
 	read, release := st.holdNextRead()
 	done := make(chan error, 1)
 	go func() {
-		_, err := a.Authenticate(context.Background(), "Bearer "+text)
+		_, err := a.Authenticate(context.Background(), "Bearer "+text, "")
 		done <- err
 	}()
 	<-read // the in-flight request read the key while it was active
@@ -106,7 +106,7 @@ func TestRevocationDuringLookup(t *testing.T) {
 	release()
 	<-done // it may succeed: it started before the revocation
 
-	if _, err := a.Authenticate(context.Background(), "Bearer "+text); sb.ErrorCode(err) != sb.CodeInvalidAPIKey {
+	if _, err := a.Authenticate(context.Background(), "Bearer "+text, ""); sb.ErrorCode(err) != sb.CodeInvalidAPIKey {
 		t.Fatalf("the first request after the revocation: %v, want INVALID_API_KEY", err)
 	}
 }
@@ -116,7 +116,7 @@ func TestRevocationDuringLookup(t *testing.T) {
 func TestSuspensionDuringLookup(t *testing.T) {
 	st, text := newRaceStore(t)
 	a := New(st, sb.DefaultPlans(), nil)
-	if _, err := a.Authenticate(context.Background(), "Bearer "+text); err != nil {
+	if _, err := a.Authenticate(context.Background(), "Bearer "+text, ""); err != nil {
 		t.Fatal(err) // the key is cached now; the tenant's read comes next time its entry expires
 	}
 	a.ForgetTenant("T1")
@@ -124,7 +124,7 @@ func TestSuspensionDuringLookup(t *testing.T) {
 	read, release := st.holdNextRead()
 	done := make(chan error, 1)
 	go func() {
-		_, err := a.Authenticate(context.Background(), "Bearer "+text)
+		_, err := a.Authenticate(context.Background(), "Bearer "+text, "")
 		done <- err
 	}()
 	<-read
@@ -135,7 +135,7 @@ func TestSuspensionDuringLookup(t *testing.T) {
 	release()
 	<-done
 
-	if _, err := a.Authenticate(context.Background(), "Bearer "+text); sb.ErrorCode(err) != sb.CodeTenantSuspended {
+	if _, err := a.Authenticate(context.Background(), "Bearer "+text, ""); sb.ErrorCode(err) != sb.CodeTenantSuspended {
 		t.Fatalf("the first request after the suspension: %v, want TENANT_SUSPENDED", err)
 	}
 }

@@ -24,8 +24,15 @@ import (
 // identity provider, the second way to authenticate (api.md section 5). A
 // token names its tenant in the claim "tenant_id" and may name an
 // environment in "environment" ("live", the default, or "test"); it must
-// carry "exp". HS256 tokens are checked with a shared secret, RS256 and
-// ES256 tokens with the public keys of a JWKS document.
+// carry "exp", and "iss" and "aud" must name this service (Check requires
+// both to be configured). HS256 tokens are checked with a shared secret,
+// RS256 and ES256 tokens with the public keys of a JWKS document.
+//
+// A token may use the API as its tenant's keys do, except key management
+// (creating and revoking API keys: a key would outlive the token and the
+// user's removal at the provider), which needs the scope ScopeKeysWrite in
+// the claim "scope" (a space-separated string, RFC 8693 section 4.2) or "scp"
+// (an array of strings, or a string, as some providers write it).
 //
 // An authentic token past its "exp" is TOKEN_EXPIRED; anything else wrong
 // (malformed, unknown algorithm or key, bad signature, wrong issuer or
@@ -35,9 +42,35 @@ import (
 type IdentityProvider struct {
 	Secret   []byte                      // HS256 key; empty disables HS256
 	Keys     map[string]crypto.PublicKey // JWKS keys by "kid"
-	Issuer   string                      // required "iss" when set
-	Audience string                      // required in "aud" when set
+	Issuer   string                      // required "iss"
+	Audience string                      // required in "aud"
 	Leeway   time.Duration               // clock skew allowed on exp and nbf
+}
+
+// MinSecretLength is the shortest HS256 secret accepted, in bytes: the
+// length of the SHA-256 output, as RFC 7518 section 3.2 requires.
+const MinSecretLength = 32
+
+// ScopeKeysWrite is the scope a token needs to create or revoke API keys.
+const ScopeKeysWrite = "keys:write"
+
+// Check reports a configuration that would accept tokens it should not: an
+// HS256 secret shorter than MinSecretLength, no required issuer or audience
+// (a shared provider's tokens for other applications would pass), or no key
+// to check signatures with. Its errors name the serve flags and never the
+// secret.
+func (p *IdentityProvider) Check() error {
+	switch {
+	case len(p.Secret) > 0 && len(p.Secret) < MinSecretLength:
+		return fmt.Errorf("identity provider: --idp-hs256-secret must be at least %d bytes (it is %d)", MinSecretLength, len(p.Secret))
+	case p.Issuer == "":
+		return errors.New("identity provider: --idp-issuer is required (the iss claim tokens must carry)")
+	case p.Audience == "":
+		return errors.New("identity provider: --idp-audience is required (the aud claim tokens must carry)")
+	case len(p.Secret) == 0 && len(p.Keys) == 0:
+		return errors.New("identity provider: set --idp-hs256-secret or --idp-jwks (a JWKS file with at least one key) to check token signatures")
+	}
+	return nil
 }
 
 // LoadJWKS reads a JWKS document (RSA and P-256 EC keys) from path.
@@ -98,6 +131,26 @@ type tokenClaims struct {
 	Nbf         *float64        `json:"nbf"`
 	TenantID    string          `json:"tenant_id"`
 	Environment string          `json:"environment"`
+	Scope       json.RawMessage `json:"scope"`
+	Scp         json.RawMessage `json:"scp"`
+}
+
+// scopes returns the scopes the token grants: "scope" as a space-separated
+// string, and "scp" as an array of strings or a space-separated string.
+// Anything else grants nothing.
+func (c *tokenClaims) scopes() []string {
+	var out []string
+	var one string
+	if json.Unmarshal(c.Scope, &one) == nil {
+		out = append(out, strings.Fields(one)...)
+	}
+	var many []string
+	if json.Unmarshal(c.Scp, &one) == nil {
+		out = append(out, strings.Fields(one)...)
+	} else if json.Unmarshal(c.Scp, &many) == nil {
+		out = append(out, many...)
+	}
+	return out
 }
 
 // Verify checks token at now and returns its claims.
@@ -144,10 +197,10 @@ func (p *IdentityProvider) verify(token string, now time.Time) (*tokenClaims, er
 	if err := decodeSegment(parts[1], &c); err != nil {
 		return nil, errInvalidToken
 	}
-	if p.Issuer != "" && c.Iss != p.Issuer {
+	if p.Issuer == "" || c.Iss != p.Issuer {
 		return nil, errInvalidToken
 	}
-	if p.Audience != "" && !audienceHas(c.Aud, p.Audience) {
+	if p.Audience == "" || !audienceHas(c.Aud, p.Audience) {
 		return nil, errInvalidToken
 	}
 	if c.Nbf != nil && now.Add(p.Leeway).Before(unixFloat(*c.Nbf)) {
@@ -200,15 +253,25 @@ func decodeSegment(seg string, v any) error {
 // authenticateToken turns a verified token into a principal of its tenant.
 // The principal's key is synthetic (never stored): it names the token's
 // subject, so each subject has its own rate-limit bucket at the plan's limit.
-func (a *Authenticator) authenticateToken(ctx context.Context, token string) (*Principal, error) {
+//
+// A token that fails counts against client's failed authentications; once
+// client is throttled, a failing token answers RATE_LIMIT_EXCEEDED. A valid
+// token costs only its checks, so it is accepted from a throttled client.
+func (a *Authenticator) authenticateToken(ctx context.Context, token, client string) (*Principal, error) {
 	now := a.now()
 	c, err := a.idp.verify(token, now)
-	if err != nil {
-		return nil, err
+	var tenant *sb.Tenant
+	if err == nil {
+		tenant, err = a.tenant(ctx, c.TenantID)
+		if sb.ErrorCode(err) == sb.CodeNotFound {
+			err = errInvalidToken
+		}
 	}
-	tenant, err := a.tenant(ctx, c.TenantID)
-	if sb.ErrorCode(err) == sb.CodeNotFound {
-		return nil, errInvalidToken
+	if code := sb.ErrorCode(err); code == sb.CodeInvalidToken || code == sb.CodeTokenExpired {
+		if th := a.throttled(client); th != nil {
+			return nil, th
+		}
+		return nil, a.failed(client, err)
 	}
 	if err != nil {
 		return nil, err
@@ -222,5 +285,6 @@ func (a *Authenticator) authenticateToken(ctx context.Context, token string) (*P
 	}
 	plan := a.plans[tenant.Plan]
 	key := &sb.APIKey{ID: "idp:" + tenant.ID + ":" + c.Sub, TenantID: tenant.ID, Name: "identity provider", Environment: env, Status: sb.KeyActive}
-	return &Principal{Key: key, Tenant: tenant, Plan: plan, Env: env, RateLimit: key.EffectiveRateLimit(plan), ViaToken: true}, nil
+	return &Principal{Key: key, Tenant: tenant, Plan: plan, Env: env, RateLimit: key.EffectiveRateLimit(plan), ViaToken: true,
+		Scopes: c.scopes()}, nil
 }

@@ -15,7 +15,7 @@ import (
 
 // CampaignStore is what the campaign routes need from storage.
 type CampaignStore interface {
-	CreateCampaign(ctx context.Context, c *sb.Campaign) error
+	CreateCampaign(ctx context.Context, c *sb.Campaign, maxOpen int) error
 	Campaign(ctx context.Context, tenantID string, env sb.Environment, id string) (*sb.Campaign, error)
 	Campaigns(ctx context.Context, tenantID string, env sb.Environment, p sb.Page) ([]*sb.Campaign, error)
 	LaunchCampaign(ctx context.Context, tenantID string, env sb.Environment, id string, now time.Time) (*sb.Campaign, error)
@@ -204,7 +204,7 @@ func (s *Server) createCampaign(w http.ResponseWriter, r *http.Request, p *auth.
 			}
 		}
 	}
-	if err := s.cfg.Store.CreateCampaign(ctx, c); err != nil {
+	if err := s.cfg.Store.CreateCampaign(ctx, c, p.Plan.MaxOpenCampaigns); err != nil {
 		return err
 	}
 	if c.Audience == sb.AudienceAllContacts { // its total is the contacts there are now

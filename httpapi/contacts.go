@@ -22,12 +22,12 @@ import (
 
 // ContactStore is what the contact routes need from storage.
 type ContactStore interface {
-	CreateContact(ctx context.Context, c *sb.Contact) error
+	CreateContact(ctx context.Context, c *sb.Contact, maxContacts int) error
 	Contact(ctx context.Context, tenantID string, env sb.Environment, id string) (*sb.Contact, error)
 	Contacts(ctx context.Context, tenantID string, env sb.Environment, f sb.ContactFilter, p sb.Page) ([]*sb.Contact, error)
 	UpdateContact(ctx context.Context, tenantID string, env sb.Environment, id string, patch sb.ContactPatch, now time.Time) (*sb.Contact, error)
 	DeleteContact(ctx context.Context, tenantID string, env sb.Environment, id string) error
-	ImportContacts(ctx context.Context, tenantID string, env sb.Environment, rows []*sb.ImportRow) error
+	ImportContacts(ctx context.Context, tenantID string, env sb.Environment, rows []*sb.ImportRow, maxContacts int) error
 }
 
 type contactJSON struct {
@@ -134,7 +134,7 @@ func (s *Server) createContact(w http.ResponseWriter, r *http.Request, p *auth.P
 	}
 	c.CreatedAt = s.now().UTC().Truncate(time.Microsecond)
 	c.UpdatedAt = c.CreatedAt
-	if err := s.cfg.Store.CreateContact(r.Context(), c); err != nil {
+	if err := s.cfg.Store.CreateContact(r.Context(), c, p.Plan.MaxContacts); err != nil {
 		return err
 	}
 	writeData(w, http.StatusCreated, toContactJSON(c))
@@ -285,7 +285,7 @@ func (s *Server) importContacts(w http.ResponseWriter, r *http.Request, p *auth.
 	if err != nil {
 		return err
 	}
-	if err := s.cfg.Store.ImportContacts(r.Context(), p.Tenant.ID, p.Env, rows); err != nil {
+	if err := s.cfg.Store.ImportContacts(r.Context(), p.Tenant.ID, p.Env, rows, p.Plan.MaxContacts); err != nil {
 		return err
 	}
 	out := importJSON{Rows: make([]importRowJSON, len(rows))}

@@ -32,6 +32,7 @@ var statusOf = map[sb.Code]int{
 	sb.CodeDuplicatePhone:       http.StatusConflict,
 	sb.CodeIdempotencyConflict:  http.StatusConflict,
 	sb.CodeCampaignNotDraft:     http.StatusConflict,
+	sb.CodeDeliveryNotFailed:    http.StatusConflict,
 	sb.CodePayloadTooLarge:      http.StatusRequestEntityTooLarge,
 	sb.CodeRateLimitExceeded:    http.StatusTooManyRequests,
 	sb.CodeQuotaExceeded:        http.StatusTooManyRequests,

@@ -46,7 +46,7 @@ func toKeyJSON(k *sb.APIKey, plan sb.Plan) keyJSON {
 // limiter spaces requests in whole microseconds, so it cannot enforce more
 // than one per microsecond. Without this bound a Scale key (no ceiling)
 // could be created with a limit that fails every request it makes.
-const MaxKeyRateLimit = 60_000_000
+const MaxKeyRateLimit = sb.MaxRateLimit
 
 type createKeyRequest struct {
 	Name        *string `json:"name"`
@@ -54,7 +54,14 @@ type createKeyRequest struct {
 	Environment *string `json:"environment"`
 }
 
+// errKeysScope refuses key management to an identity-provider token
+// without the scope that grants it.
+var errKeysScope = sb.Errorf(sb.CodeForbidden, "This identity-provider token cannot create or revoke API keys: that needs the scope %q.", auth.ScopeKeysWrite)
+
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	if !p.MayManageKeys() {
+		return errKeysScope
+	}
 	var req createKeyRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
@@ -105,20 +112,29 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, p *auth.Princ
 	return nil
 }
 
+// listKeys lists the tenant's unrevoked keys, oldest first: all of them to a
+// live key, and only the test keys to a test key, which is a sandbox
+// credential and learns nothing of the live ones.
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	keys, err := s.cfg.Store.Keys(r.Context(), p.Tenant.ID)
 	if err != nil {
 		return err
 	}
-	out := make([]keyJSON, len(keys))
-	for i, k := range keys {
-		out[i] = toKeyJSON(k, p.Plan)
+	out := make([]keyJSON, 0, len(keys))
+	for _, k := range keys {
+		if p.Env == sb.Test && k.Environment != sb.Test {
+			continue
+		}
+		out = append(out, toKeyJSON(k, p.Plan))
 	}
 	writeData(w, http.StatusOK, out)
 	return nil
 }
 
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	if !p.MayManageKeys() {
+		return errKeysScope
+	}
 	id := r.PathValue("id")
 	if p.Env == sb.Test {
 		// A sandbox credential may not touch live keys; it learns nothing

@@ -8,7 +8,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -248,8 +250,9 @@ func (s *Server) public(h func(w http.ResponseWriter, r *http.Request) error) ht
 }
 
 // authed adapts a handler of an authenticated route. Checks run in the
-// contract's order: authentication (401/403), rate limit (429
-// RATE_LIMIT_EXCEEDED), monthly quota (429 QUOTA_EXCEEDED), then the handler.
+// contract's order: authentication (401/403), rate limits (429
+// RATE_LIMIT_EXCEEDED: the key's, then the tenant's total), monthly quota
+// (429 QUOTA_EXCEEDED), then the handler.
 func (s *Server) authed(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if rw, ok := w.(*recorder); ok {
@@ -263,8 +266,12 @@ func (s *Server) authed(h handlerFunc) http.Handler {
 
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, h handlerFunc) error {
 	ctx := r.Context()
-	p, err := s.cfg.Auth.Authenticate(ctx, r.Header.Get("Authorization"))
+	p, err := s.cfg.Auth.Authenticate(ctx, r.Header.Get("Authorization"), clientAddr(r))
 	if err != nil {
+		var th *auth.Throttled
+		if errors.As(err, &th) {
+			w.Header().Set("Retry-After", strconv.Itoa(th.RetryAfter))
+		}
 		return err
 	}
 	if p.RateLimit > 0 {
@@ -281,6 +288,23 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, h handlerFunc) er
 			return sb.Errorf(sb.CodeRateLimitExceeded, "Rate limit of %d requests per minute exceeded. Retry after %d seconds.", d.Limit, d.RetryAfterSeconds())
 		}
 	}
+	// The tenant's total, across its keys and tokens of both environments.
+	// A request the key's own limit refused does not count against it.
+	if limit := p.Plan.TenantRateLimit; limit > 0 {
+		d, err := s.cfg.Limiter.Allow(ctx, tenantBucket(p.Tenant.ID), limit, time.Minute)
+		if err != nil {
+			return err
+		}
+		if !d.Allowed {
+			// The headers describe the bucket that refused.
+			hdr := w.Header()
+			hdr["X-Ratelimit-Limit"] = []string{strconv.Itoa(d.Limit)}
+			hdr["X-Ratelimit-Remaining"] = []string{"0"}
+			hdr["X-Ratelimit-Reset"] = []string{strconv.Itoa(d.ResetSeconds())}
+			hdr["Retry-After"] = []string{strconv.Itoa(d.RetryAfterSeconds())}
+			return sb.Errorf(sb.CodeRateLimitExceeded, "The account's limit of %d requests per minute across all its keys is exceeded. Retry after %d seconds.", d.Limit, d.RetryAfterSeconds())
+		}
+	}
 	if p.Env == sb.Live {
 		now := s.now()
 		if err := s.cfg.Meter.Take(ctx, p.Tenant.ID, p.Plan.MonthlyCalls, now); err != nil {
@@ -292,6 +316,21 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, h handlerFunc) er
 	}
 	return h(w, r, p)
 }
+
+// clientAddr is the address of the client that sent r: the connection's
+// peer. (Behind a reverse proxy every client has the proxy's address; see
+// the README on failed-authentication throttling.)
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return ""
+	}
+	return host
+}
+
+// tenantBucket names the rate-limit bucket of a tenant's total; key ids
+// (ULIDs, and "idp:..." for tokens) never take this form.
+func tenantBucket(tenantID string) string { return "tenant:" + tenantID }
 
 func secondsToNextMonth(now time.Time) int {
 	now = now.UTC()

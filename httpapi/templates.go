@@ -15,7 +15,7 @@ import (
 
 // TemplateStore is what the template routes need from storage.
 type TemplateStore interface {
-	CreateTemplate(ctx context.Context, t *sb.Template) error
+	CreateTemplate(ctx context.Context, t *sb.Template, maxTemplates int) error
 	Templates(ctx context.Context, tenantID string, env sb.Environment, p sb.Page) ([]*sb.Template, error)
 	Template(ctx context.Context, tenantID string, env sb.Environment, id string) (*sb.Template, error)
 	TemplateByName(ctx context.Context, tenantID string, env sb.Environment, name string) (*sb.Template, error)
@@ -66,7 +66,7 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request, p *auth.
 	}
 	t := &sb.Template{ID: sb.NewID(), TenantID: p.Tenant.ID, Env: p.Env, Name: *req.Name, Body: *req.Body,
 		Variables: parsed.Variables(), CreatedAt: s.now().UTC().Truncate(time.Microsecond)}
-	if err := s.cfg.Store.CreateTemplate(r.Context(), t); err != nil {
+	if err := s.cfg.Store.CreateTemplate(r.Context(), t, p.Plan.MaxTemplates); err != nil {
 		return err
 	}
 	writeData(w, http.StatusCreated, toTemplateJSON(t))

@@ -164,7 +164,8 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request, p *auth.
 	return nil
 }
 
-// retryDelivery sends a delivery again now, with a fresh cycle of retries.
+// retryDelivery sends a failed delivery again now, with a fresh cycle of
+// retries; any other is DELIVERY_NOT_FAILED (409).
 func (s *Server) retryDelivery(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	ctx := r.Context()
 	hookID, id := r.PathValue("id"), r.PathValue("delivery_id")

@@ -57,8 +57,10 @@ type Config struct {
 	DeliveryLease time.Duration
 	// DebugAddr, when set, serves pprof there.
 	DebugAddr string
-	// Identity-provider tokens: an HS256 secret or a JWKS file, with the
-	// required issuer and audience.
+	// Identity-provider tokens: an HS256 secret (at least 32 bytes) or a
+	// JWKS file, with the issuer and audience, both required, that tokens
+	// must name. Run refuses to start with any of them set and the
+	// configuration incomplete.
 	IdPSecret, IdPJWKS     string
 	IdPIssuer, IdPAudience string
 	// TLSCert and TLSKey, when set, make the node serve HTTPS (the app
@@ -104,6 +106,27 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})), nil
 }
 
+// identityProvider returns the identity provider the configuration sets up,
+// nil for none, or why it refuses to start: one with no required issuer or
+// audience, or with a short HS256 secret, would accept tokens it should not.
+func (c *Config) identityProvider() (*auth.IdentityProvider, error) {
+	if c.IdPSecret == "" && c.IdPJWKS == "" && c.IdPIssuer == "" && c.IdPAudience == "" {
+		return nil, nil
+	}
+	idp := &auth.IdentityProvider{Secret: []byte(c.IdPSecret), Issuer: c.IdPIssuer, Audience: c.IdPAudience, Leeway: 30 * time.Second}
+	if c.IdPJWKS != "" {
+		keys, err := auth.LoadJWKS(c.IdPJWKS)
+		if err != nil {
+			return nil, err
+		}
+		idp.Keys = keys
+	}
+	if err := idp.Check(); err != nil {
+		return nil, err
+	}
+	return idp, nil
+}
+
 // Run serves until ctx ends, then shuts down gracefully.
 func Run(ctx context.Context, c Config) error {
 	c.defaults()
@@ -129,6 +152,21 @@ func Run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
+	var redisOpt *redis.Options
+	if c.RedisURL != "" {
+		if redisOpt, err = redis.ParseURL(c.RedisURL); err != nil {
+			// A *url.Error quotes the whole URL, password included.
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err
+			}
+			return fmt.Errorf("--redis-url: %w", err)
+		}
+	}
+	idp, err := c.identityProvider()
+	if err != nil {
+		return err
+	}
 	db, err := sqlstore.Open(ctx, c.Database)
 	if err != nil {
 		return err
@@ -138,12 +176,8 @@ func Run(ctx context.Context, c Config) error {
 	db.SetRouting(routing)
 
 	var limiter ratelimit.Limiter = ratelimit.NewMemory(nil)
-	if c.RedisURL != "" {
-		opt, err := redis.ParseURL(c.RedisURL)
-		if err != nil {
-			return fmt.Errorf("--redis-url: %w", err)
-		}
-		rc := redis.NewClient(opt)
+	if redisOpt != nil {
+		rc := redis.NewClient(redisOpt)
 		defer rc.Close()
 		limiter = ratelimit.NewRedis(rc)
 	}
@@ -165,13 +199,7 @@ func Run(ctx context.Context, c Config) error {
 	devices := android.New(android.Config{Store: db, Routing: routing, ValidFor: c.DeviceValidFor, PublicURL: c.PublicURL})
 
 	authn := auth.New(db, plans, nil)
-	if c.IdPSecret != "" || c.IdPJWKS != "" {
-		idp := &auth.IdentityProvider{Secret: []byte(c.IdPSecret), Issuer: c.IdPIssuer, Audience: c.IdPAudience, Leeway: 30 * time.Second}
-		if c.IdPJWKS != "" {
-			if idp.Keys, err = auth.LoadJWKS(c.IdPJWKS); err != nil {
-				return err
-			}
-		}
+	if idp != nil {
 		authn.UseIdentityProvider(idp)
 	}
 	api, err := httpapi.New(httpapi.Config{

@@ -52,8 +52,10 @@ func scanCampaign(row interface{ Scan(...any) error }) (*sb.Campaign, error) {
 	return &c, nil
 }
 
-// CreateCampaign stores a draft campaign with its recipients.
-func (db *DB) CreateCampaign(ctx context.Context, c *sb.Campaign) error {
+// CreateCampaign stores a draft campaign with its recipients, unless the
+// environment has maxOpen open (draft or running) campaigns already (when
+// maxOpen > 0), which is VALIDATION_ERROR.
+func (db *DB) CreateCampaign(ctx context.Context, c *sb.Campaign, maxOpen int) error {
 	var data, recipients any
 	if c.Data != nil {
 		b, _ := json.Marshal(c.Data)
@@ -64,6 +66,19 @@ func (db *DB) CreateCampaign(ctx context.Context, c *sb.Campaign) error {
 		recipients = string(b)
 	}
 	return db.Write(ctx, func(tx *Tx) error {
+		if maxOpen > 0 {
+			if err := tx.lockTenant(ctx, c.TenantID); err != nil {
+				return err
+			}
+			var n int
+			if err := tx.queryRow(ctx, `SELECT COUNT(*) FROM campaigns WHERE tenant_id = ? AND environment = ? AND status IN ('draft', 'running')`,
+				c.TenantID, string(c.Env)).Scan(&n); err != nil {
+				return err
+			}
+			if n >= maxOpen {
+				return sb.Invalid("name", "This environment already has the maximum of %d open (draft or running) campaigns; launch, cancel or wait for one first.", maxOpen)
+			}
+		}
 		_, err := tx.exec(ctx, `INSERT INTO campaigns (`+campaignCols+`, recipients)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, NULL, 0, 0, 0, 0, 0, 0, ?, NULL, NULL, NULL, ?)`,
 			c.ID, c.TenantID, string(c.Env), c.Name, nullStr(c.Body), nullStr(c.Template), nullStr(c.TemplateBody), data,

@@ -87,16 +87,30 @@ func (t *Tx) contactByPhone(ctx context.Context, tenantID string, env sb.Environ
 }
 
 // CreateContact stores c; a phone already held by a contact of the tenant's
-// environment is DUPLICATE_CONTACT with details.existing_id. c.OptedOut is
-// set from the recipient's state.
-func (db *DB) CreateContact(ctx context.Context, c *sb.Contact) error {
+// environment is DUPLICATE_CONTACT with details.existing_id, and an
+// environment that holds maxContacts contacts already (when maxContacts > 0)
+// is VALIDATION_ERROR.
+// c.OptedOut is set from the recipient's state.
+func (db *DB) CreateContact(ctx context.Context, c *sb.Contact, maxContacts int) error {
 	return db.Write(ctx, func(tx *Tx) error {
+		if err := tx.lockTenant(ctx, c.TenantID); err != nil {
+			return err
+		}
 		existing, err := tx.contactByPhone(ctx, c.TenantID, c.Env, c.Phone)
 		if err != nil {
 			return err
 		}
 		if existing != "" {
 			return errDuplicateContact(existing)
+		}
+		if maxContacts > 0 {
+			n, err := tx.contactCount(ctx, c.TenantID, c.Env)
+			if err != nil {
+				return err
+			}
+			if n >= maxContacts {
+				return errTooManyContacts(maxContacts)
+			}
 		}
 		rcp, err := tx.recipient(ctx, c.TenantID, c.Env, c.Phone)
 		if err != nil {
@@ -115,7 +129,7 @@ func (db *DB) CreateContact(ctx context.Context, c *sb.Contact) error {
 			}
 			return errDuplicateContact(existing)
 		}
-		return nil
+		return tx.addContacts(ctx, c.TenantID, c.Env, 1)
 	})
 }
 
@@ -199,8 +213,10 @@ func (db *DB) DeleteContact(ctx context.Context, tenantID string, env sb.Environ
 		if err != nil {
 			return err
 		}
-		_, err = tx.exec(ctx, `DELETE FROM contacts WHERE id = ?`, id)
-		return err
+		if _, err = tx.exec(ctx, `DELETE FROM contacts WHERE id = ?`, id); err != nil {
+			return err
+		}
+		return tx.addContacts(ctx, tenantID, env, -1)
 	})
 }
 
@@ -211,8 +227,10 @@ const importBatch = 500
 // has yet, in file order, in transactions of importBatch rows. It sets each
 // valid row's Status and ID: created (the new contact's id) or duplicate
 // (the id of the contact that has the phone, possibly created by an earlier
-// row of the same file). Invalid rows are left as they are.
-func (db *DB) ImportContacts(ctx context.Context, tenantID string, env sb.Environment, rows []*sb.ImportRow) error {
+// row of the same file). Once the environment holds maxContacts contacts
+// (when maxContacts > 0), the rows that would create more are invalid, with
+// an Error naming the cap. Invalid rows are left as they are.
+func (db *DB) ImportContacts(ctx context.Context, tenantID string, env sb.Environment, rows []*sb.ImportRow, maxContacts int) error {
 	first := map[string]*sb.ImportRow{} // phone -> its first valid row
 	var todo []*sb.ImportRow
 	var repeats []*sb.ImportRow
@@ -229,23 +247,58 @@ func (db *DB) ImportContacts(ctx context.Context, tenantID string, env sb.Enviro
 	}
 	for len(todo) > 0 {
 		n := min(len(todo), importBatch)
-		if err := db.importBatch(ctx, tenantID, env, todo[:n]); err != nil {
+		if err := db.importBatch(ctx, tenantID, env, todo[:n], maxContacts); err != nil {
 			return err
 		}
 		todo = todo[n:]
 	}
 	for _, r := range repeats {
-		r.Status, r.ID = sb.ImportDuplicate, first[r.Contact.Phone].ID
+		if f := first[r.Contact.Phone]; f.Status == sb.ImportInvalid { // refused by the cap
+			r.Status, r.Error = sb.ImportInvalid, f.Error
+		} else {
+			r.Status, r.ID = sb.ImportDuplicate, f.ID
+		}
 	}
 	return nil
 }
 
-func (db *DB) importBatch(ctx context.Context, tenantID string, env sb.Environment, rows []*sb.ImportRow) error {
+func (db *DB) importBatch(ctx context.Context, tenantID string, env sb.Environment, all []*sb.ImportRow, maxContacts int) error {
 	return db.Write(ctx, func(tx *Tx) error {
+		rows := all
+		for _, r := range rows {
+			r.Status, r.ID, r.Error = "", "", ""
+		}
+		if maxContacts > 0 {
+			if err := tx.lockTenant(ctx, tenantID); err != nil {
+				return err
+			}
+			n, err := tx.contactCount(ctx, tenantID, env)
+			if err != nil {
+				return err
+			}
+			if room := max(maxContacts-n, 0); room < len(rows) {
+				// Not room for every row: the rows whose phone a contact
+				// has take none; the new ones beyond the room are refused.
+				if err := tx.markDuplicates(ctx, tenantID, env, rows); err != nil {
+					return err
+				}
+				var fresh []*sb.ImportRow
+				for _, r := range rows {
+					if r.Status != sb.ImportDuplicate {
+						fresh = append(fresh, r)
+					}
+				}
+				for _, r := range fresh[min(room, len(fresh)):] {
+					r.Status, r.Error = sb.ImportInvalid, errTooManyContacts(maxContacts).Message
+				}
+				if rows = fresh[:min(room, len(fresh))]; len(rows) == 0 {
+					return nil
+				}
+			}
+		}
 		args := make([]any, 0, len(rows)*8)
 		for _, r := range rows {
 			c := r.Contact
-			r.Status, r.ID = "", ""
 			args = append(args, c.ID, c.TenantID, string(c.Env), c.Phone, nullStr(c.Name), fieldsJSON(c.Fields), sb.Micros(c.CreatedAt), sb.Micros(c.UpdatedAt))
 		}
 		// Insert first and look up only the phones that were taken: the
@@ -275,6 +328,9 @@ func (db *DB) importBatch(ctx context.Context, tenantID string, env sb.Environme
 			} else {
 				taken = append(taken, r)
 			}
+		}
+		if err := tx.addContacts(ctx, tenantID, env, len(inserted)); err != nil {
+			return err
 		}
 		if len(taken) == 0 {
 			return nil

@@ -169,6 +169,9 @@ func openSQLite(path string) (*DB, error) {
 			return nil, fmt.Errorf("sqlite: %w", err)
 		}
 	}
+	if err := privateFiles(path); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
 	// synchronous=FULL: a commit is on disk before it returns, so an accepted
 	// message survives kill -9 and power loss alike.
 	params := "_journal_mode=WAL&_synchronous=FULL&_busy_timeout=10000&_foreign_keys=on&_txlock=immediate&cache=private&_stmt_cache_size=128"
@@ -210,6 +213,38 @@ func openSQLite(path string) (*DB, error) {
 	db := &DB{dialect: SQLite, write: write, read: read, ckpt: ckpt, dsn: path}
 	db.walRestartPages.Store(walRestartPages)
 	return db, nil
+}
+
+// privateFiles makes the database file at path readable and writable by
+// its owner only: it holds webhook secrets and key hashes. A missing file is
+// created empty (an empty file is an empty SQLite database) with mode 0600,
+// and SQLite gives its WAL and shared-memory files the mode of the database
+// file; files that an older version left more open are closed down to 0600
+// (with a warning when that fails).
+func privateFiles(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-journal"} {
+		fi, err := os.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			// A file of another owner cannot be changed; it still opens.
+			if err := os.Chmod(p, 0o600); err != nil {
+				slog.Warn("sqlite file is open to other users and could not be made private", "file", p, "mode", fi.Mode().Perm().String(), "err", err)
+			}
+		}
+	}
+	return nil
 }
 
 func openPostgres(url string) (*DB, error) {

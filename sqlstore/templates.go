@@ -27,14 +27,30 @@ func scanTemplate(row interface{ Scan(...any) error }) (*sb.Template, error) {
 }
 
 // CreateTemplate stores t; a name already used in the tenant's environment
-// is DUPLICATE_TEMPLATE.
-func (db *DB) CreateTemplate(ctx context.Context, t *sb.Template) error {
-	_, err := db.exec(ctx, `INSERT INTO templates (`+templateCols+`) VALUES (?, ?, ?, ?, ?, ?)`,
-		t.ID, t.TenantID, string(t.Env), t.Name, t.Body, sb.Micros(t.CreatedAt))
-	if isUniqueViolation(err) {
-		return sb.Errorf(sb.CodeDuplicateTemplate, "A template named %q already exists.", t.Name)
-	}
-	return err
+// is DUPLICATE_TEMPLATE, and an environment that holds maxTemplates
+// templates already (when maxTemplates > 0) is VALIDATION_ERROR.
+func (db *DB) CreateTemplate(ctx context.Context, t *sb.Template, maxTemplates int) error {
+	return db.inTx(ctx, func(tx *Tx) error {
+		if maxTemplates > 0 {
+			if err := tx.lockTenant(ctx, t.TenantID); err != nil {
+				return err
+			}
+			var n int
+			if err := tx.queryRow(ctx, `SELECT COUNT(*) FROM templates WHERE tenant_id = ? AND environment = ?`,
+				t.TenantID, string(t.Env)).Scan(&n); err != nil {
+				return err
+			}
+			if n >= maxTemplates {
+				return sb.Invalid("name", "This environment already holds the maximum of %d templates; delete one first.", maxTemplates)
+			}
+		}
+		_, err := tx.exec(ctx, `INSERT INTO templates (`+templateCols+`) VALUES (?, ?, ?, ?, ?, ?)`,
+			t.ID, t.TenantID, string(t.Env), t.Name, t.Body, sb.Micros(t.CreatedAt))
+		if isUniqueViolation(err) {
+			return sb.Errorf(sb.CodeDuplicateTemplate, "A template named %q already exists.", t.Name)
+		}
+		return err
+	})
 }
 
 // Templates lists the tenant's templates, newest first, one more than the

@@ -432,25 +432,27 @@ func (db *DB) attachAttempts(ctx context.Context, byID map[string]*sb.Delivery) 
 	return rows.Err()
 }
 
-// RetryDelivery starts a new cycle of tries for a delivery, due now, and
-// returns the delivery as it then stands, before any new attempt. A
-// delivery with an attempt in flight (leased, its lease not run out) is
-// left alone: that attempt's outcome decides what follows, and sending it
-// again at the same time would only duplicate it.
+// RetryDelivery starts a new cycle of tries for a failed delivery, due now,
+// and returns the delivery as it then stands, before any new attempt. Only a
+// failed delivery is sent again: a pending one (whose attempts are still
+// under way, or in flight) or a succeeded one is DELIVERY_NOT_FAILED, and
+// changes nothing.
 func (db *DB) RetryDelivery(ctx context.Context, tenantID string, env sb.Environment, webhookID, id string, now time.Time) (*sb.Delivery, error) {
 	var d *sb.Delivery
-	retried := false
 	err := db.inTx(ctx, func(tx *Tx) error {
 		var err error
 		d, err = scanDelivery(tx.queryRow(ctx, `UPDATE webhook_deliveries SET status = 'pending', tries = 0, next_attempt_at = ?, leased = 0
-			WHERE tenant_id = ? AND environment = ? AND webhook_id = ? AND id = ? AND NOT (leased = 1 AND next_attempt_at > ?)
-			RETURNING `+deliveryCols, sb.Micros(now), tenantID, string(env), webhookID, id, sb.Micros(now)))
-		retried = err == nil
-		if sb.ErrorCode(err) == sb.CodeNotFound {
-			d, err = scanDelivery(tx.queryRow(ctx, `SELECT `+deliveryCols+` FROM webhook_deliveries
-				WHERE tenant_id = ? AND environment = ? AND webhook_id = ? AND id = ?`, tenantID, string(env), webhookID, id))
+			WHERE tenant_id = ? AND environment = ? AND webhook_id = ? AND id = ? AND status = 'failed'
+			RETURNING `+deliveryCols, sb.Micros(now), tenantID, string(env), webhookID, id))
+		if sb.ErrorCode(err) != sb.CodeNotFound {
+			return err
 		}
-		return err
+		cur, err := scanDelivery(tx.queryRow(ctx, `SELECT `+deliveryCols+` FROM webhook_deliveries
+			WHERE tenant_id = ? AND environment = ? AND webhook_id = ? AND id = ?`, tenantID, string(env), webhookID, id))
+		if err != nil {
+			return err
+		}
+		return sb.Errorf(sb.CodeDeliveryNotFailed, "Only a failed delivery can be sent again; this one is %s.", cur.Status)
 	})
 	if err != nil {
 		return nil, err
@@ -458,8 +460,6 @@ func (db *DB) RetryDelivery(ctx context.Context, tenantID string, env sb.Environ
 	// Read the log before the workers are woken, so that it shows the
 	// delivery as the retry left it.
 	err = db.attachAttempts(ctx, map[string]*sb.Delivery{d.ID: d})
-	if retried {
-		db.wakeWebhooks()
-	}
+	db.wakeWebhooks()
 	return d, err
 }

@@ -182,9 +182,9 @@ func testAuthTenantIsolation(t *testing.T, s *server, db string) {
 		t.Fatalf("tenant A has %d keys, want 3", len(aKeys))
 	}
 
-	for _, key := range []string{b.Live, b.Test} {
+	for key, n := range map[string]int{b.Live: 2, b.Test: 1} { // a test key lists test keys only
 		r := s.do(t, "GET", "/v1/api-keys", key, nil)
-		if r.Status != http.StatusOK || len(r.List()) != 2 {
+		if r.Status != http.StatusOK || len(r.List()) != n {
 			t.Fatalf("tenant B's list: %d %s", r.Status, r.Raw)
 		}
 		for _, k := range aKeys {
@@ -212,4 +212,38 @@ func testAuthTenantIsolation(t *testing.T, s *server, db string) {
 	if n := len(apiListKeys(t, s, a.Live)); n != 3 {
 		t.Errorf("tenant A has %d keys after B's attempts, want 3", n)
 	}
+}
+
+// TestAuthFailureThrottle: failed authentication is throttled per client
+// address (issue 19): after 20 failures from one address, a key this server
+// has not seen authenticate answers 429 RATE_LIMIT_EXCEEDED with
+// Retry-After, without a lookup; keys that have authenticated go on
+// working. Every test here comes from 127.0.0.1, so it has a server of its
+// own.
+func TestAuthFailureThrottle(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, db string) {
+		s := startServer(t, db)
+		tn := newTenant(t, db)
+		apiListKeys(t, s, tn.Live) // seen to authenticate
+		unknown := func(i int) string { return fmt.Sprintf("svc_live_%032d", i) }
+		for i := 0; i < 20; i++ {
+			wantError(t, fmt.Sprintf("unknown key %d", i+1), s.do(t, "GET", "/v1/api-keys", unknown(i), nil), http.StatusUnauthorized, "INVALID_API_KEY")
+		}
+		for _, key := range []string{unknown(100), unknown(0), tn.Test} {
+			r := s.do(t, "GET", "/v1/api-keys", key, nil)
+			wantError(t, "a key not seen before, from a throttled address", r, http.StatusTooManyRequests, "RATE_LIMIT_EXCEEDED")
+			if ra := headerInt(t, r, "Retry-After"); ra < 1 || ra > 3 {
+				t.Errorf("Retry-After %d, want 1..3", ra)
+			}
+		}
+		// Malformed keys cost nothing and are answered as before.
+		wantError(t, "a malformed key", s.do(t, "GET", "/v1/api-keys", "svc_live_short", nil), http.StatusUnauthorized, "INVALID_API_KEY")
+		// The key that authenticated before goes on working.
+		apiListKeys(t, s, tn.Live)
+		// No key appears in the logs.
+		if logs := s.logs.String(); strings.Contains(logs, unknown(0)[9:]) || strings.Contains(logs, tn.Live[9:]) {
+			t.Errorf("a key appears in the logs:\n%s", logs)
+		}
+	})
 }

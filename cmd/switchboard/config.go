@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -30,7 +31,61 @@ func (f *flags) string(name, def, help string) *string {
 	if v := f.getenv(envName(name)); v != "" {
 		def = v
 	}
-	return f.String(name, def, help+" (env "+envName(name)+")")
+	p := f.String(name, def, help+" (env "+envName(name)+")")
+	// Usage text (--help, and the usage printed after any flag error) shows
+	// the defaults, which may have come from the environment: never show a
+	// secret there.
+	f.Lookup(name).DefValue = shownDefault(name, def)
+	return p
+}
+
+// secretFlag reports whether a flag holds a secret whose value is never
+// shown: its name ends in -secret or mentions a password or a token.
+func secretFlag(name string) bool {
+	return strings.HasSuffix(name, "-secret") || strings.Contains(name, "password") || strings.Contains(name, "token")
+}
+
+// hidden is what usage text shows for a secret flag that has a value.
+const hidden = "<hidden>"
+
+// shownDefault is the default of a flag as usage text shows it: a secret
+// flag's value is hidden, and a URL (a database or Redis address) shows with
+// its password and any password-like query parameter replaced by "xxxxx".
+func shownDefault(name, def string) string {
+	if def == "" {
+		return ""
+	}
+	if secretFlag(name) {
+		return hidden
+	}
+	return redactURL(def)
+}
+
+// redactURL returns s with the password of a URL and the values of its
+// query parameters that name a password, secret or token replaced by
+// "xxxxx". Text that is not such a URL is returned unchanged; text that
+// looks like a URL with credentials but does not parse is hidden whole.
+func redactURL(s string) string {
+	if !strings.Contains(s, "://") {
+		return s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return hidden
+	}
+	if q := u.Query(); len(q) > 0 {
+		changed := false
+		for k := range q {
+			if l := strings.ToLower(k); strings.Contains(l, "password") || strings.Contains(l, "secret") || strings.Contains(l, "token") {
+				q.Set(k, "xxxxx")
+				changed = true
+			}
+		}
+		if changed {
+			u.RawQuery = q.Encode()
+		}
+	}
+	return u.Redacted()
 }
 
 func (f *flags) bool(name string, def bool, help string) *bool {

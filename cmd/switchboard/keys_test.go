@@ -320,26 +320,15 @@ func testKeyListOrderAndStatus(t *testing.T, s *server, db string) {
 	}
 	check := func(wantIDs, wantEnvs []string) {
 		t.Helper()
-		list := apiListKeys(t, s, tn.Test)
-		var got []string
-		var prev time.Time
-		for i, k := range list {
-			got = append(got, fmt.Sprint(k["id"]))
-			if k["status"] != "active" {
-				t.Errorf("key %v: status %v, want active", k["id"], k["status"])
+		checkList(t, apiListKeys(t, s, tn.Live), wantIDs, wantEnvs)
+		// A test key sees the test keys only, in the same order.
+		var testIDs, testEnvs []string
+		for i, id := range wantIDs {
+			if wantEnvs[i] == "test" {
+				testIDs, testEnvs = append(testIDs, id), append(testEnvs, "test")
 			}
-			if i < len(wantEnvs) && k["environment"] != wantEnvs[i] {
-				t.Errorf("key %v: environment %v, want %s", k["id"], k["environment"], wantEnvs[i])
-			}
-			c, err := time.Parse(time.RFC3339Nano, fmt.Sprint(k["created_at"]))
-			if err != nil || c.Before(prev) {
-				t.Errorf("created_at %v after %v: not oldest first (%v)", k["created_at"], prev, err)
-			}
-			prev = c
 		}
-		if strings.Join(got, ",") != strings.Join(wantIDs, ",") {
-			t.Errorf("list order %v, want oldest first %v", got, wantIDs)
-		}
+		checkList(t, apiListKeys(t, s, tn.Test), testIDs, testEnvs)
 	}
 	check(want, envs)
 
@@ -348,6 +337,31 @@ func testKeyListOrderAndStatus(t *testing.T, s *server, db string) {
 		t.Fatalf("revoke: %d %s", r.Status, r.Raw)
 	}
 	check(append(append([]string{}, want[:3]...), want[4:]...), append(append([]string{}, envs[:3]...), envs[4:]...))
+}
+
+// checkList checks a key list against the ids and environments expected,
+// oldest first.
+func checkList(t *testing.T, list []map[string]any, wantIDs, wantEnvs []string) {
+	t.Helper()
+	var got []string
+	var prev time.Time
+	for i, k := range list {
+		got = append(got, fmt.Sprint(k["id"]))
+		if k["status"] != "active" {
+			t.Errorf("key %v: status %v, want active", k["id"], k["status"])
+		}
+		if i < len(wantEnvs) && k["environment"] != wantEnvs[i] {
+			t.Errorf("key %v: environment %v, want %s", k["id"], k["environment"], wantEnvs[i])
+		}
+		c, err := time.Parse(time.RFC3339Nano, fmt.Sprint(k["created_at"]))
+		if err != nil || c.Before(prev) {
+			t.Errorf("created_at %v after %v: not oldest first (%v)", k["created_at"], prev, err)
+		}
+		prev = c
+	}
+	if strings.Join(got, ",") != strings.Join(wantIDs, ",") {
+		t.Errorf("list order %v, want oldest first %v", got, wantIDs)
+	}
 }
 
 func testKeyRevoke(t *testing.T, s *server, db string) {

@@ -183,3 +183,37 @@ func TestCheckOrder(t *testing.T) {
 		}
 	})
 }
+
+// TestTenantRateLimit: besides each key's limit, a tenant's requests
+// together, from all its keys of both environments, have a per-minute
+// limit (the plan's tenant_rate_limit), so that a hundred keys do not make
+// a hundred times the plan's rate (issue 19).
+func TestTenantRateLimit(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, db string) {
+		s := startServer(t, db, "--plans", tempPlansFile(t, `{"trial": {"rate_limit": 5, "tenant_rate_limit": 8}}`))
+		tn := newTenant(t, db)
+		other := newTenant(t, db)
+		second := apiCreateKey(t, s, tn.Live, map[string]any{"name": "second"})["key"].(string) // 1 of 8
+		apiListKeys(t, s, tn.Live)                                                              // 2
+		for i := 0; i < 4; i++ {
+			apiListKeys(t, s, second) // 3..6
+		}
+		apiListKeys(t, s, tn.Test) // 7: test requests count too
+		apiListKeys(t, s, tn.Test) // 8
+		for _, key := range []string{tn.Test, tn.Live, second} {
+			r := s.do(t, "GET", "/v1/api-keys", key, nil)
+			wantError(t, "a request over the tenant's limit", r, http.StatusTooManyRequests, "RATE_LIMIT_EXCEEDED")
+			if ra := headerInt(t, r, "Retry-After"); ra < 1 || ra > 8 {
+				t.Errorf("Retry-After %d, want 1..8 for 8/min", ra)
+			}
+			if l, rem := headerInt(t, r, "X-RateLimit-Limit"), headerInt(t, r, "X-RateLimit-Remaining"); l != 8 || rem != 0 {
+				t.Errorf("429 for the tenant: X-RateLimit-Limit %d, Remaining %d; want the tenant's 8 and 0", l, rem)
+			}
+		}
+		// Other tenants have their own total.
+		for i := 0; i < 5; i++ {
+			apiListKeys(t, s, other.Live)
+		}
+	})
+}

@@ -443,10 +443,18 @@ func TestWebhookRegistrationRefusesPrivateAddresses(t *testing.T) {
 			"http://0.0.0.0/",
 			"http://224.0.0.1/",
 			"https://255.255.255.255/",
+			"http://[::ffff:8.8.8.8]/",                       // IPv4-mapped, written as IPv6
+			"http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/", // Teredo
+			"http://switchboard-test-no-such-host.invalid/",  // does not resolve (RFC 6761)
 		} {
 			r := s.do(t, "POST", "/v1/webhooks", tn.Live, map[string]any{"url": url, "events": hookEvents, "secret": hookSecret})
 			if r.Status != http.StatusBadRequest || r.Code() != "VALIDATION_ERROR" || r.Field() != "url" {
 				t.Errorf("%s: %d %s, want 400 VALIDATION_ERROR field url", url, r.Status, r.Raw)
+			}
+			// One message whatever the reason, so that registering urls
+			// tells nothing about which internal names exist.
+			if msg, _ := r.Body["error"].(string); msg != "url is not allowed: url host does not resolve to a public address." {
+				t.Errorf("%s: message %q", url, msg)
 			}
 		}
 		if n := len(s.do(t, "GET", "/v1/webhooks", tn.Live, nil).List()); n != 0 {
@@ -696,18 +704,23 @@ func TestWebhookRetries(t *testing.T) {
 		otherHook := registerHook(t, s, other.Live, untilFixed.URL, "message.received")
 		hookInbound(t, s, tn.Live, "+15005550123", "retry me")
 
-		// A manual retry while an attempt is in flight does not send the
-		// delivery a second time at once (checked in "timeout").
+		// Only a failed delivery can be sent again: a pending one, here with
+		// its attempt in flight, answers 409 and is not sent a second time
+		// at once (checked in "timeout").
 		eventually(t, 10*time.Second, "the hanging endpoint's first request", func() bool { return hangs.count() == 1 })
 		hung := hangs.requests()[0].Header.Get("X-Service-Delivery")
-		if r := s.do(t, "POST", "/v1/webhooks/"+hHangs+"/deliveries/"+hung+"/retry", tn.Live, nil); r.Status != http.StatusAccepted || r.Data()["status"] != "pending" {
-			t.Errorf("retry during an attempt: %d %s, want 202 pending", r.Status, r.Raw)
+		if r := s.do(t, "POST", "/v1/webhooks/"+hHangs+"/deliveries/"+hung+"/retry", tn.Live, nil); r.Status != http.StatusConflict || r.Code() != "DELIVERY_NOT_FAILED" {
+			t.Errorf("retry of a pending delivery: %d %s, want 409 DELIVERY_NOT_FAILED", r.Status, r.Raw)
 		}
 
 		t.Run("two failures then success", func(t *testing.T) {
 			d := waitHookDelivery(t, s, tn.Live, hTwice, 30*time.Second, "the delivery to succeed", hookSettled)
 			if d.Status != "succeeded" || fmt.Sprint(d.codes()) != "[500 500 200]" || d.Attempts[2].Error != nil || d.NextAttemptAt != nil {
 				t.Errorf("delivery %+v (codes %v): want succeeded after 500, 500, 200", d, d.codes())
+			}
+			// A succeeded delivery is not sent again either.
+			if r := s.do(t, "POST", "/v1/webhooks/"+hTwice+"/deliveries/"+d.ID+"/retry", tn.Live, nil); r.Status != http.StatusConflict || r.Code() != "DELIVERY_NOT_FAILED" {
+				t.Errorf("retry of a succeeded delivery: %d %s, want 409 DELIVERY_NOT_FAILED", r.Status, r.Raw)
 			}
 			if n := twice500.count(); n != 3 {
 				t.Errorf("receiver got %d requests, want 3", n)
@@ -791,6 +804,9 @@ func TestWebhookRetries(t *testing.T) {
 			d = waitHookDelivery(t, s, tn.Live, hFixed, 20*time.Second, "the retried delivery to succeed", hookSettled)
 			if d.Status != "succeeded" || fmt.Sprint(d.codes()) != "[502 502 502 502 200]" {
 				t.Errorf("after the retry: %+v (codes %v), want succeeded with 5 attempts", d, d.codes())
+			}
+			if r := s.do(t, "POST", "/v1/webhooks/"+hFixed+"/deliveries/"+d.ID+"/retry", tn.Live, nil); r.Status != http.StatusConflict || r.Code() != "DELIVERY_NOT_FAILED" {
+				t.Errorf("a second retry, of the delivery that succeeded: %d %s, want 409 DELIVERY_NOT_FAILED", r.Status, r.Raw)
 			}
 			reqs := untilFixed.requests()
 			if len(reqs) != 5 {

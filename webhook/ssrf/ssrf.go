@@ -14,6 +14,7 @@ package ssrf
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -35,6 +36,23 @@ type Error struct {
 	Reason string
 
 	err error
+}
+
+// NotPublic is the one reason given when a url's host does not resolve,
+// resolves to nothing, or resolves to a blocked address, at registration and
+// at connect time alike: telling these apart would let a tenant probe which
+// internal host names exist. The cause (the resolver's error, or the kind of
+// blocked address) is kept for logs, through errors.Unwrap. With
+// AllowPrivate, where nothing is blocked, a name that does not resolve is
+// reported as such.
+const NotPublic = "url host does not resolve to a public address"
+
+// notPublic returns the refusal of a host whose resolution failed with
+// cause, or that resolves to the address ip of the blocked kind.
+func notPublic(cause error) *Error { return &Error{Reason: NotPublic, err: cause} }
+
+func blockedAddr(kind string, ip netip.Addr) *Error {
+	return notPublic(fmt.Errorf("resolves to %s address (%s)", kind, ip))
 }
 
 // Error returns e.Reason.
@@ -90,6 +108,13 @@ var blockedRanges = concat(
 	mustRanges("a reserved", "192.0.0.0/24", "198.18.0.0/15", "240.0.0.0/4", // 240/4 includes 255.255.255.255
 		"::/96", "100::/64", "fec0::/10", "64:ff9b:1::/48"),
 	mustRanges("a documentation", "192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32"),
+	// Addresses that carry an IPv4 address inside IPv6: the IPv4-mapped
+	// form written as IPv6 (resolver answers are unmapped before they get
+	// here, see lookup), IPv4-translated (SIIT) and Teredo, whose server and
+	// client addresses hide IPv4 addresses that may be internal.
+	mustRanges("an IPv4-mapped", "::ffff:0:0/96"),
+	mustRanges("an IPv4-translated", "::ffff:0:0:0/96"),
+	mustRanges("a Teredo", "2001::/32"),
 )
 
 func concat(lists ...[]blockedRange) []blockedRange {
@@ -106,8 +131,11 @@ var (
 )
 
 // Blocked reports whether ip is an address webhooks must not be delivered
-// to. Zones are ignored, IPv4-mapped IPv6 addresses (::ffff:a.b.c.d) are
-// judged by their IPv4 address, and the invalid zero Addr is blocked.
+// to. Zones are ignored and the invalid zero Addr is blocked. An IPv4 address
+// in its IPv6-mapped form (::ffff:a.b.c.d, as in http://[::ffff:8.8.8.8]/)
+// is blocked whatever it embeds: a url names an IPv4 host as such. (Resolver
+// answers cannot tell an A record from a mapped AAAA record, so the guard
+// judges those by their IPv4 address before calling Blocked.)
 // The blocked ranges are:
 //
 //	unspecified:     0.0.0.0/8 ("this network"), ::/128
@@ -121,6 +149,8 @@ var (
 //	                 ::/96 (deprecated IPv4-compatible), 100::/64 (discard-only),
 //	                 fec0::/10 (deprecated site-local), 64:ff9b:1::/48 (local-use NAT64)
 //	documentation:   192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24, 2001:db8::/32
+//	IPv4 in IPv6:    ::ffff:0:0/96 (IPv4-mapped), ::ffff:0:0:0/96 (IPv4-translated),
+//	                 2001::/32 (Teredo)
 //
 // In addition, an address in the NAT64 prefix 64:ff9b::/96 or the 6to4
 // prefix 2002::/16 is blocked when the IPv4 address embedded in it is
@@ -135,7 +165,7 @@ func blockedKind(ip netip.Addr) string {
 	if !ip.IsValid() {
 		return "an invalid"
 	}
-	ip = ip.WithZone("").Unmap() // Prefix.Contains never matches zoned addresses.
+	ip = ip.WithZone("") // Prefix.Contains never matches zoned addresses.
 	for _, r := range blockedRanges {
 		if r.prefix.Contains(ip) {
 			return r.kind
@@ -175,11 +205,11 @@ func (g *Guard) resolver() Resolver {
 func (g *Guard) allowPrivate() bool { return g != nil && g.AllowPrivate }
 
 // lookup resolves host once. An IP literal (optionally with a zone) is
-// returned as is without consulting the resolver. IPv4-mapped results are
-// unmapped.
+// returned as written, without consulting the resolver. The resolver's
+// answers are unmapped: it returns A records in the IPv4-mapped form.
 func (g *Guard) lookup(ctx context.Context, host string) ([]netip.Addr, error) {
 	if ip, err := netip.ParseAddr(host); err == nil {
-		return []netip.Addr{ip.Unmap()}, nil
+		return []netip.Addr{ip}, nil
 	}
 	ipAddrs, err := g.resolver().LookupIPAddr(ctx, host)
 	if err != nil {
@@ -205,7 +235,8 @@ func (g *Guard) lookup(ctx context.Context, host string) ([]netip.Addr, error) {
 // (credentials) and, if it has a port, a port between 1 and 65535. The host,
 // an IP literal or a name, is resolved, and the url is refused if nothing
 // resolves or, unless AllowPrivate is set, if any resolved address is
-// Blocked. Every refusal is an *Error.
+// Blocked; without AllowPrivate these refusals all have the reason
+// NotPublic. Every refusal is an *Error.
 func (g *Guard) CheckURL(ctx context.Context, raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -232,19 +263,25 @@ func (g *Guard) CheckURL(ctx context.Context, raw string) error {
 		return &Error{Reason: "url port is not valid"}
 	}
 	ips, err := g.lookup(ctx, host)
+	if !g.allowPrivate() {
+		switch {
+		case err != nil:
+			return notPublic(err)
+		case len(ips) == 0:
+			return notPublic(errors.New("resolves to no address"))
+		}
+		for _, ip := range ips {
+			if kind := blockedKind(ip); kind != "" {
+				return blockedAddr(kind, ip)
+			}
+		}
+		return nil
+	}
 	if err != nil {
 		return &Error{Reason: "url host could not be resolved", err: err}
 	}
 	if len(ips) == 0 {
 		return &Error{Reason: "url host does not resolve to any address"}
-	}
-	if g.allowPrivate() {
-		return nil
-	}
-	for _, ip := range ips {
-		if kind := blockedKind(ip); kind != "" {
-			return &Error{Reason: "url resolves to " + kind + " address"}
-		}
 	}
 	return nil
 }
@@ -256,7 +293,9 @@ func (g *Guard) CheckURL(ctx context.Context, raw string) error {
 // returns an *Error if none remain. It then dials the remaining addresses as
 // IP literals, in the order the resolver returned them, until one connects;
 // there is no second DNS lookup. If every attempt fails it returns the
-// first dial error. A resolver failure is returned unchanged.
+// first dial error. A resolver failure is returned unchanged with
+// AllowPrivate, and otherwise as the cause of an *Error with the reason
+// NotPublic, like a blocked address (the tenant sees the reason).
 func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	switch network {
 	case "tcp", "tcp4", "tcp6":
@@ -269,18 +308,21 @@ func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 	}
 	ips, err := g.lookup(ctx, host)
 	if err != nil {
+		if !g.allowPrivate() {
+			return nil, notPublic(err)
+		}
 		return nil, err
 	}
 	allowed := make([]netip.Addr, 0, len(ips))
-	var refused string
+	var refused *Error
 	for _, ip := range ips {
 		if (network == "tcp4" && !ip.Is4()) || (network == "tcp6" && !ip.Is6()) {
 			continue
 		}
 		if !g.allowPrivate() {
 			if kind := blockedKind(ip); kind != "" {
-				if refused == "" {
-					refused = kind
+				if refused == nil {
+					refused = blockedAddr(kind, ip)
 				}
 				continue
 			}
@@ -288,8 +330,11 @@ func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 		allowed = append(allowed, ip)
 	}
 	if len(allowed) == 0 {
-		if refused != "" {
-			return nil, &Error{Reason: "url resolves to " + refused + " address"}
+		switch {
+		case refused != nil:
+			return nil, refused
+		case !g.allowPrivate():
+			return nil, notPublic(errors.New("resolves to no usable address"))
 		}
 		return nil, &Error{Reason: "url host does not resolve to any usable address"}
 	}
@@ -335,8 +380,10 @@ func controlBlocked(_ context.Context, _, address string, _ syscall.RawConn) err
 	if err != nil {
 		return fmt.Errorf("ssrf: unexpected dial address %q: %w", address, err)
 	}
-	if kind := blockedKind(ap.Addr()); kind != "" {
-		return &Error{Reason: "url resolves to " + kind + " address"}
+	// The socket's address is in the form the kernel uses, not one a url
+	// chose: an IPv4 address in its mapped form is judged as IPv4.
+	if ip := ap.Addr().Unmap(); blockedKind(ip) != "" {
+		return blockedAddr(blockedKind(ip), ip)
 	}
 	return nil
 }

@@ -75,14 +75,23 @@ func TestBlocked(t *testing.T) {
 		{"198.51.100.7", true},
 		{"203.0.113.9", true},
 		{"2001:db8::1", true},
-		// IPv4-mapped IPv6 forms are judged by their IPv4 address.
+		// IPv4-mapped addresses written as IPv6 (::ffff:0:0/96) are
+		// blocked, whatever IPv4 address they embed.
 		{"::ffff:127.0.0.1", true},
 		{"::ffff:10.0.0.1", true},
 		{"::ffff:169.254.169.254", true},
 		{"::ffff:0.0.0.0", true},
 		{"::ffff:255.255.255.255", true},
 		{"::ffff:100.64.0.1", true},
-		{"::ffff:8.8.8.8", false},
+		{"::ffff:8.8.8.8", true},
+		{"::ffff:808:808", true},
+		// IPv4-translated (SIIT, ::ffff:0:0:0/96).
+		{"::ffff:0:808:808", true},
+		// Teredo (2001::/32) hides an IPv4 server and client.
+		{"2001::1", true},
+		{"2001:0:4136:e378:8000:63bf:3fff:fdd2", true},
+		{"2001:0:ffff:ffff:ffff:ffff:ffff:ffff", true},
+		{"2001:1::1", false},
 		// NAT64 and 6to4 embedding a blocked IPv4 address.
 		{"64:ff9b::7f00:1", true},
 		{"64:ff9b::a9fe:a9fe", true},
@@ -162,38 +171,57 @@ func wantRefusal(t *testing.T, err error, reasonPart string) {
 	}
 }
 
+// wantBlocked checks a refusal of a host that resolves to a blocked
+// address: its reason is the one that unresolvable hosts get too, so that it
+// tells nothing about internal names (issue 19); the kind of address is only
+// in its cause, for logs.
+func wantBlocked(t *testing.T, err error, kind string) {
+	t.Helper()
+	wantRefusal(t, err, NotPublic)
+	var e *Error
+	errors.As(err, &e)
+	if e.Reason != NotPublic {
+		t.Fatalf("reason %q, want exactly %q", e.Reason, NotPublic)
+	}
+	if cause := errors.Unwrap(e); cause == nil || !strings.Contains(cause.Error(), kind) {
+		t.Fatalf("cause %v does not name %q", cause, kind)
+	}
+}
+
 func TestCheckURLLiterals(t *testing.T) {
 	ctx := context.Background()
 	g := &Guard{Resolver: panicResolver{t}}
 	refused := map[string]string{
-		"http://127.0.0.1/hook":                  "loopback",
-		"http://127.0.0.1:8080/hook":             "loopback",
-		"https://[::1]/":                         "loopback",
-		"http://[::ffff:127.0.0.1]/":             "loopback",
-		"http://[::ffff:7f00:1]/":                "loopback",
-		"http://10.1.2.3/":                       "private",
-		"http://172.20.0.5/":                     "private",
-		"http://192.168.0.10/":                   "private",
-		"http://[fd00::1]/":                      "private",
-		"http://169.254.169.254/latest/meta":     "link-local",
-		"http://[fe80::1%25eth0]/":               "link-local",
-		"http://224.0.0.251/":                    "multicast",
-		"http://[ff02::1]/":                      "multicast",
-		"http://0.0.0.0/":                        "unspecified",
-		"http://[::]/":                           "unspecified",
-		"http://100.100.100.200/":                "shared",
-		"http://255.255.255.255/":                "reserved",
-		"http://[::ffff:169.254.169.254]:80/x?y": "link-local",
+		"http://127.0.0.1/hook":                          "loopback",
+		"http://127.0.0.1:8080/hook":                     "loopback",
+		"https://[::1]/":                                 "loopback",
+		"http://[::ffff:127.0.0.1]/":                     "IPv4-mapped",
+		"http://[::ffff:7f00:1]/":                        "IPv4-mapped",
+		"http://10.1.2.3/":                               "private",
+		"http://172.20.0.5/":                             "private",
+		"http://192.168.0.10/":                           "private",
+		"http://[fd00::1]/":                              "private",
+		"http://169.254.169.254/latest/meta":             "link-local",
+		"http://[fe80::1%25eth0]/":                       "link-local",
+		"http://224.0.0.251/":                            "multicast",
+		"http://[ff02::1]/":                              "multicast",
+		"http://0.0.0.0/":                                "unspecified",
+		"http://[::]/":                                   "unspecified",
+		"http://100.100.100.200/":                        "shared",
+		"http://255.255.255.255/":                        "reserved",
+		"http://[::ffff:169.254.169.254]:80/x?y":         "IPv4-mapped",
+		"http://[::ffff:8.8.8.8]/":                       "IPv4-mapped",
+		"http://[::ffff:808:808]:443/":                   "IPv4-mapped",
+		"http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/": "Teredo",
 	}
-	for raw, reason := range refused {
-		wantRefusal(t, g.CheckURL(ctx, raw), reason)
+	for raw, kind := range refused {
+		wantBlocked(t, g.CheckURL(ctx, raw), kind)
 	}
 	allowed := []string{
 		"http://8.8.8.8/",
 		"https://1.1.1.1:8443/hooks?x=1#frag",
 		"HTTPS://93.184.216.34/",
 		"https://[2606:4700:4700::1111]/hook",
-		"http://[::ffff:8.8.8.8]/",
 	}
 	for _, raw := range allowed {
 		if err := g.CheckURL(ctx, raw); err != nil {
@@ -275,14 +303,21 @@ func TestCheckURLResolvedNames(t *testing.T) {
 	if err := g.CheckURL(ctx, "https://public.example/hooks"); err != nil {
 		t.Errorf("public.example: %v", err)
 	}
-	wantRefusal(t, g.CheckURL(ctx, "https://private.example/"), "url resolves to a private address")
-	wantRefusal(t, g.CheckURL(ctx, "https://mixed.example/"), "url resolves to a loopback address")
-	wantRefusal(t, g.CheckURL(ctx, "https://mapped.example/"), "private")
-	wantRefusal(t, g.CheckURL(ctx, "https://metadata.example/"), "link-local")
-	wantRefusal(t, g.CheckURL(ctx, "https://v6ll.example/"), "link-local")
-	wantRefusal(t, g.CheckURL(ctx, "https://empty.example/"), "does not resolve")
+	wantBlocked(t, g.CheckURL(ctx, "https://private.example/"), "private")
+	wantBlocked(t, g.CheckURL(ctx, "https://mixed.example/"), "loopback")
+	wantBlocked(t, g.CheckURL(ctx, "https://mapped.example/"), "private")
+	wantBlocked(t, g.CheckURL(ctx, "https://metadata.example/"), "link-local")
+	wantBlocked(t, g.CheckURL(ctx, "https://v6ll.example/"), "link-local")
+	// A name that does not resolve gets the same reason as one that
+	// resolves to a private address: no oracle for internal names.
+	for _, host := range []string{"empty", "nxdomain", "servfail"} {
+		err := g.CheckURL(ctx, "https://"+host+".example/")
+		var e *Error
+		if !errors.As(err, &e) || e.Reason != NotPublic {
+			t.Errorf("%s.example: %v, want the reason %q", host, err, NotPublic)
+		}
+	}
 	err := g.CheckURL(ctx, "https://nxdomain.example/")
-	wantRefusal(t, err, "could not be resolved")
 	var dnsErr *net.DNSError
 	if !errors.As(err, &dnsErr) || !dnsErr.IsNotFound {
 		t.Errorf("nxdomain: cause not available via errors.As: %v", err)
@@ -290,7 +325,6 @@ func TestCheckURLResolvedNames(t *testing.T) {
 	if strings.Contains(err.Error(), "nxdomain.example") {
 		t.Errorf("reason leaks resolver details: %q", err.Error())
 	}
-	wantRefusal(t, g.CheckURL(ctx, "https://servfail.example/"), "could not be resolved")
 
 	gp := &Guard{AllowPrivate: true, Resolver: newResolver()}
 	for _, host := range []string{"public", "private", "mixed", "mapped", "metadata", "v6ll"} {
@@ -305,7 +339,7 @@ func TestCheckURLResolvedNames(t *testing.T) {
 func TestNilGuardAndDefaultResolver(t *testing.T) {
 	ctx := context.Background()
 	var g *Guard
-	wantRefusal(t, g.CheckURL(ctx, "http://127.0.0.1/"), "loopback")
+	wantBlocked(t, g.CheckURL(ctx, "http://127.0.0.1/"), "loopback")
 	if err := g.CheckURL(ctx, "http://8.8.8.8/"); err != nil {
 		t.Errorf("nil guard, public literal: %v", err)
 	}
@@ -338,7 +372,7 @@ func TestDNSRebindingRefusedAtDial(t *testing.T) {
 	if conn != nil {
 		conn.Close()
 	}
-	wantRefusal(t, err, "loopback")
+	wantBlocked(t, err, "loopback")
 	if n := res.calls.Load(); n != 2 {
 		t.Fatalf("resolver calls after DialContext = %d, want 2", n)
 	}
@@ -473,7 +507,7 @@ func TestDialContextRefusesBlockedAtConnect(t *testing.T) {
 		resp.Body.Close()
 		t.Fatal("request to loopback succeeded")
 	}
-	wantRefusal(t, err, "loopback")
+	wantBlocked(t, err, "loopback")
 	if n := hits.Load(); n != 0 {
 		t.Errorf("server was hit %d times", n)
 	}
@@ -540,7 +574,7 @@ func TestDialContextOrderAndFiltering(t *testing.T) {
 	res.answers["multi.example"] = [][]string{{"10.0.0.1", "fd00::1"}}
 	dialled = nil
 	_, err = g.DialContext(context.Background(), "tcp", "multi.example:443")
-	wantRefusal(t, err, "private")
+	wantBlocked(t, err, "private")
 	if len(dialled) != 0 {
 		t.Errorf("dialled %q", dialled)
 	}
@@ -548,14 +582,16 @@ func TestDialContextOrderAndFiltering(t *testing.T) {
 	// Nothing of the requested family.
 	res.answers["multi.example"] = [][]string{{"8.8.8.8"}}
 	_, err = g.DialContext(context.Background(), "tcp6", "multi.example:443")
-	wantRefusal(t, err, "usable address")
+	wantRefusal(t, err, NotPublic)
 
-	// Resolver failures are returned unchanged.
+	// Resolver failures get the same reason as blocked addresses (the
+	// attempt log shows it to the tenant), with the failure as the cause.
 	_, err = g.DialContext(context.Background(), "tcp", "nxdomain.example:443")
 	var dnsErr *net.DNSError
 	if !errors.As(err, &dnsErr) {
 		t.Errorf("err = %v, want *net.DNSError", err)
 	}
+	wantRefusal(t, err, NotPublic)
 
 	// Other networks and malformed addresses.
 	if _, err := g.DialContext(context.Background(), "udp", "8.8.8.8:53"); err == nil {
@@ -569,7 +605,7 @@ func TestDialContextOrderAndFiltering(t *testing.T) {
 func TestControlBlocked(t *testing.T) {
 	ctx := context.Background()
 	for _, addr := range []string{"127.0.0.1:80", "[::1]:443", "[::ffff:10.0.0.1]:80", "[fe80::1%eth0]:80"} {
-		wantRefusal(t, controlBlocked(ctx, "tcp", addr, nil), "address")
+		wantRefusal(t, controlBlocked(ctx, "tcp", addr, nil), NotPublic)
 	}
 	if err := controlBlocked(ctx, "tcp4", "8.8.8.8:443", nil); err != nil {
 		t.Errorf("public address refused: %v", err)

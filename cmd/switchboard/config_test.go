@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestUsageHidesSecrets: flag defaults come from SWITCHBOARD_* variables, and
+// usage text (--help, and the usage printed after any flag error) shows
+// defaults. A secret's value must never appear there, nor in the one-line
+// reason of a command that fails on one (issue 19).
+func TestUsageHidesSecrets(t *testing.T) {
+	t.Parallel()
+	const (
+		hsSecret   = "hs256-secret-value-0123456789abcdefgh"
+		pgPassword = "pg-password-4711"
+		pgQueryPW  = "pg-query-password-0815"
+		redisPW    = "redis-password-1234"
+	)
+	secrets := []string{hsSecret, pgPassword, pgQueryPW, redisPW}
+	envs := map[string]map[string]string{
+		"password in the user info": {
+			"SWITCHBOARD_IDP_HS256_SECRET": hsSecret,
+			"SWITCHBOARD_DATABASE":         "postgres://switchboard:" + pgPassword + "@127.0.0.1:1/sb?sslmode=disable",
+			"SWITCHBOARD_REDIS_URL":        "redis://:" + redisPW + "@127.0.0.1:1/0",
+		},
+		"password in the query": {
+			"SWITCHBOARD_DATABASE":  "postgres://switchboard@127.0.0.1:1/sb?sslmode=disable&password=" + pgQueryPW,
+			"SWITCHBOARD_REDIS_URL": "redis://default:" + redisPW + "@127.0.0.1:1/0",
+		},
+	}
+	commands := [][]string{
+		{"serve", "--help"},
+		{"serve", "-h"},
+		{"serve", "--nosuch-flag"},
+		{"serve", "--addr"}, // a flag without its value
+		{"tenant", "create", "--help"},
+		{"tenant", "create", "--nosuch-flag"},
+		{"tenant", "plan", "--help"},
+		{"key", "deactivate", "--nosuch-flag"},
+		{"phone", "add", "--help"},
+		{"phone", "list", "--nosuch-flag"},
+	}
+	for name, env := range envs {
+		getenv := func(k string) string { return env[k] }
+		for _, args := range commands {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), args, getenv, &stdout, &stderr)
+			out := stdout.String() + stderr.String()
+			if err != nil {
+				out += err.Error()
+			}
+			for _, s := range secrets {
+				if strings.Contains(out, s) {
+					t.Errorf("%s: switchboard %s prints a secret:\n%s", name, strings.Join(args, " "), out)
+				}
+			}
+			if !strings.Contains(out, "SWITCHBOARD_DATABASE") {
+				t.Errorf("%s: switchboard %s printed no usage:\n%s", name, strings.Join(args, " "), out)
+			}
+		}
+	}
+
+	// The usage still tells which database and that a secret is set.
+	var stderr bytes.Buffer
+	env := envs["password in the user info"]
+	run(context.Background(), []string{"serve", "--help"}, func(k string) string { return env[k] }, &stderr, &stderr)
+	for _, want := range []string{"postgres://switchboard:xxxxx@127.0.0.1:1/sb", "redis://:xxxxx@127.0.0.1:1/0", `(default "<hidden>")`} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("serve --help does not show %s:\n%s", want, stderr.String())
+		}
+	}
+
+	// A URL that does not parse is not echoed in the reason serve gives.
+	bad := map[string]string{"SWITCHBOARD_REDIS_URL": "redis://:" + redisPW + " x@127.0.0.1:1/0", "SWITCHBOARD_DATABASE": sqliteURL(t)}
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0"}, func(k string) string { return bad[k] }, &out, &out)
+	if err == nil {
+		t.Fatal("serve with a malformed --redis-url started")
+	}
+	if strings.Contains(err.Error()+out.String(), redisPW) || !strings.Contains(err.Error(), "--redis-url") {
+		t.Errorf("serve with a malformed --redis-url: %v\n%s", err, out.String())
+	}
+}
