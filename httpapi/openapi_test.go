@@ -48,9 +48,9 @@ func TestOpenAPIConventionsCatchMistakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := []struct {
-		name  string
-		break_ func(tree map[string]any)
-		want  string
+		name    string
+		breakIt func(tree map[string]any)
+		want    string
 	}{
 		{"no operationId", func(tree map[string]any) {
 			delete(dig(tree, "paths", "/v1/messages", "post"), "operationId")
@@ -110,7 +110,7 @@ func TestOpenAPIConventionsCatchMistakes(t *testing.T) {
 			if err := json.Unmarshal(raw, &tree); err != nil {
 				t.Fatal(err)
 			}
-			c.break_(tree)
+			c.breakIt(tree)
 			b, _ := json.Marshal(tree)
 			doc, err := openapi3.NewLoader().LoadFromData(b)
 			if err != nil {
