@@ -294,7 +294,7 @@ func checkEnvelope(t testing.TB, req *http.Request, r *response) {
 	if r.Header.Get("X-Request-Id") == "" {
 		t.Errorf("%s: no X-Request-Id", where)
 	}
-	if outsideEnvelope(req.URL.Path) {
+	if outsideEnvelope(req) {
 		return
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
@@ -335,7 +335,7 @@ func validateOpenAPI(t testing.TB, req *http.Request, r *response) {
 		// Unknown paths and methods answer as the document's shared
 		// NotFound and MethodNotAllowed responses say.
 		switch {
-		case errors.Is(err, routers.ErrMethodNotAllowed) && r.Status == http.StatusMethodNotAllowed:
+		case r.Status == http.StatusMethodNotAllowed && (errors.Is(err, routers.ErrMethodNotAllowed) || outsideDocument(req.URL.Path)):
 			validateSharedResponse(t, where, r, "MethodNotAllowed")
 		case errors.Is(err, routers.ErrPathNotFound) && r.Status == http.StatusNotFound:
 			validateSharedResponse(t, where, r, "NotFound")
@@ -366,11 +366,20 @@ func validateOpenAPI(t testing.TB, req *http.Request, r *response) {
 	}
 }
 
-// outsideEnvelope reports the paths that answer without the envelope and
-// are not operations of the OpenAPI document: the document itself (served
-// bare), the Prometheus metrics and the HTML API reference.
-func outsideEnvelope(path string) bool {
-	return path == "/metrics" || path == "/v1/openapi.json" || path == "/docs" || strings.HasPrefix(path, "/docs/")
+// outsideDocument reports the paths the server serves that are not in the
+// OpenAPI document: the Prometheus metrics and the HTML API reference.
+func outsideDocument(path string) bool {
+	return path == "/metrics" || path == "/docs" || strings.HasPrefix(path, "/docs/")
+}
+
+// outsideEnvelope reports the requests answered without the envelope: those
+// paths and the OpenAPI document itself (served bare). Other methods on them
+// answer the usual 405 envelope.
+func outsideEnvelope(req *http.Request) bool {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		return false
+	}
+	return outsideDocument(req.URL.Path) || req.URL.Path == "/v1/openapi.json"
 }
 
 // validateSharedResponse checks an answer given outside the document's
