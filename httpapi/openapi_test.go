@@ -70,6 +70,12 @@ func TestOpenAPIConventionsCatchMistakes(t *testing.T) {
 		{"parameter without example", func(tree map[string]any) {
 			delete(dig(tree, "components", "parameters", "Limit"), "example")
 		}, "parameter limit has no example"},
+		{"operation without description", func(tree map[string]any) {
+			delete(dig(tree, "paths", "/v1/messages", "post"), "description")
+		}, "POST /v1/messages: no description"},
+		{"parameter without description", func(tree map[string]any) {
+			delete(dig(tree, "components", "parameters", "Limit"), "description")
+		}, "parameter limit has no description"},
 		{"body without example", func(tree map[string]any) {
 			delete(dig(tree, "paths", "/v1/templates", "post", "requestBody", "content", "application/json"), "example")
 		}, "POST /v1/templates: request body application/json has no example"},
@@ -198,6 +204,9 @@ func openAPIProblems(doc *openapi3.T, tree map[string]any) []string {
 		if strings.TrimSpace(op.Summary) == "" {
 			add("%s: no summary", at)
 		}
+		if strings.TrimSpace(op.Description) == "" {
+			add("%s: no description", at)
+		}
 		if len(op.Tags) != 1 {
 			add("%s: %d tags; give it exactly one", at, len(op.Tags))
 		}
@@ -208,8 +217,14 @@ func openAPIProblems(doc *openapi3.T, tree map[string]any) []string {
 			}
 		}
 		for _, p := range op.Parameters {
-			if p.Value != nil && p.Value.Example == nil && len(p.Value.Examples) == 0 {
+			if p.Value == nil {
+				continue
+			}
+			if p.Value.Example == nil && len(p.Value.Examples) == 0 {
 				add("%s: parameter %s has no example", at, p.Value.Name)
+			}
+			if strings.TrimSpace(p.Value.Description) == "" {
+				add("%s: parameter %s has no description", at, p.Value.Name)
 			}
 		}
 		if op.RequestBody != nil && op.RequestBody.Value != nil {
