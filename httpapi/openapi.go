@@ -14,9 +14,14 @@ import (
 
 // The OpenAPI document is kept in several YAML files under openapi/, one per
 // area of the API: openapi.yaml holds the info, security and shared
-// components, and every other file adds its paths and components. They are
-// merged (maps deep-merged, a key defined twice is an error) and validated
-// when the server starts.
+// components, and every other file adds its paths and components (the
+// conventions every file follows are written at the top of openapi.yaml and
+// checked by TestOpenAPIConventions). They are merged when the server starts:
+// maps are deep-merged and a key defined twice is an error, except that the
+// top-level tags lists are joined (openapi.yaml's first; a tag declared
+// twice is an error). Every response of an operation, and every shared
+// response, then gets the X-Request-Id header, which the server sets on
+// every answer. The result is validated.
 //
 //go:embed openapi/*.yaml
 var openapiFS embed.FS
@@ -46,6 +51,8 @@ func openAPIMerged() ([]byte, error) {
 		return names[i] == "openapi/openapi.yaml" || (names[j] != "openapi/openapi.yaml" && names[i] < names[j])
 	})
 	merged := map[string]any{}
+	var tags []any
+	tagFile := map[string]string{}
 	for _, name := range names {
 		y, err := openapiFS.ReadFile(name)
 		if err != nil {
@@ -59,11 +66,68 @@ func openAPIMerged() ([]byte, error) {
 		if err := json.Unmarshal(j, &part); err != nil {
 			return nil, fmt.Errorf("openapi %s: %w", name, err)
 		}
+		if t, ok := part["tags"]; ok {
+			list, ok := t.([]any)
+			if !ok {
+				return nil, fmt.Errorf("openapi %s: tags is not a list", name)
+			}
+			for _, tag := range list {
+				tn, _ := tag.(map[string]any)["name"].(string)
+				if prev, dup := tagFile[tn]; dup {
+					return nil, fmt.Errorf("openapi %s: tag %q is declared twice (also in %s)", name, tn, prev)
+				}
+				tagFile[tn] = name
+			}
+			tags = append(tags, list...)
+			delete(part, "tags")
+		}
 		if err := mergeMaps(merged, part, name); err != nil {
 			return nil, err
 		}
 	}
+	merged["tags"] = tags
+	addRequestIDHeader(merged)
 	return json.Marshal(merged)
+}
+
+// requestIDHeader is the header every answer of the server carries.
+var requestIDHeader = map[string]any{"$ref": "#/components/headers/X-Request-Id"}
+
+// addRequestIDHeader declares X-Request-Id on every response of every
+// operation (callbacks excepted: their responses come from the tenant's
+// endpoint) and on every shared response; a response that is a $ref gets it
+// from the component it names.
+func addRequestIDHeader(doc map[string]any) {
+	add := func(resp any) {
+		r, ok := resp.(map[string]any)
+		if !ok || r["$ref"] != nil {
+			return
+		}
+		h, ok := r["headers"].(map[string]any)
+		if !ok {
+			h = map[string]any{}
+			r["headers"] = h
+		}
+		if _, ok := h["X-Request-Id"]; !ok {
+			h["X-Request-Id"] = requestIDHeader
+		}
+	}
+	paths, _ := doc["paths"].(map[string]any)
+	for _, item := range paths {
+		item, _ := item.(map[string]any)
+		for _, method := range []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"} {
+			op, _ := item[method].(map[string]any)
+			responses, _ := op["responses"].(map[string]any)
+			for _, resp := range responses {
+				add(resp)
+			}
+		}
+	}
+	components, _ := doc["components"].(map[string]any)
+	responses, _ := components["responses"].(map[string]any)
+	for _, resp := range responses {
+		add(resp)
+	}
 }
 
 func mergeMaps(dst, src map[string]any, file string) error {

@@ -96,6 +96,9 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /healthz", s.public(s.health))
 	s.mux.Handle("GET /v1/openapi.json", s.public(s.serveOpenAPI))
 	s.mux.Handle("GET /metrics", s.public(s.serveMetrics))
+	s.mux.Handle("GET /docs", s.public(docsPage.serve))
+	s.mux.Handle("GET /docs/redoc.standalone.js", s.public(docsScript.serve))
+	s.mux.Handle("GET /docs/redoc.standalone.js.LICENSE.txt", s.public(docsLicense.serve))
 
 	s.mux.Handle("POST /v1/api-keys", s.authed(s.createKey))
 	s.mux.Handle("GET /v1/api-keys", s.authed(s.listKeys))

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -293,7 +294,7 @@ func checkEnvelope(t testing.TB, req *http.Request, r *response) {
 	if r.Header.Get("X-Request-Id") == "" {
 		t.Errorf("%s: no X-Request-Id", where)
 	}
-	if req.URL.Path == "/metrics" || req.URL.Path == "/v1/openapi.json" {
+	if outsideEnvelope(req) {
 		return
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
@@ -331,9 +332,15 @@ func validateOpenAPI(t testing.TB, req *http.Request, r *response) {
 	_, router := openapiRouter(t)
 	route, params, err := router.FindRoute(req)
 	if err != nil {
-		// Unknown paths and methods: only the envelope rules apply.
-		if r.Status != http.StatusNotFound && r.Status != http.StatusMethodNotAllowed {
-			t.Errorf("%s: answered %d but the OpenAPI document has no such operation", where, r.Status)
+		// Unknown paths and methods answer as the document's shared
+		// NotFound and MethodNotAllowed responses say.
+		switch {
+		case r.Status == http.StatusMethodNotAllowed && (errors.Is(err, routers.ErrMethodNotAllowed) || outsideDocument(req.URL.Path)):
+			validateSharedResponse(t, where, r, "MethodNotAllowed")
+		case errors.Is(err, routers.ErrPathNotFound) && r.Status == http.StatusNotFound:
+			validateSharedResponse(t, where, r, "NotFound")
+		default:
+			t.Errorf("%s: answered %d but the OpenAPI document has no such operation (%v)", where, r.Status, err)
 		}
 		return
 	}
@@ -356,6 +363,53 @@ func validateOpenAPI(t testing.TB, req *http.Request, r *response) {
 	}
 	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
 		t.Errorf("%s: response %d does not match the OpenAPI document: %v\nbody: %s", where, r.Status, err, r.Raw)
+	}
+}
+
+// outsideDocument reports the paths the server serves that are not in the
+// OpenAPI document: the Prometheus metrics and the HTML API reference.
+func outsideDocument(path string) bool {
+	return path == "/metrics" || path == "/docs" || strings.HasPrefix(path, "/docs/")
+}
+
+// outsideEnvelope reports the requests answered without the envelope: those
+// paths and the OpenAPI document itself (served bare). Other methods on them
+// answer the usual 405 envelope.
+func outsideEnvelope(req *http.Request) bool {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		return false
+	}
+	return outsideDocument(req.URL.Path) || req.URL.Path == "/v1/openapi.json"
+}
+
+// validateSharedResponse checks an answer given outside the document's
+// operations against components/responses/name: its required headers and
+// its body.
+func validateSharedResponse(t testing.TB, where string, r *response, name string) {
+	t.Helper()
+	doc, _ := openapiRouter(t)
+	ref := doc.Components.Responses[name]
+	if ref == nil || ref.Value == nil {
+		t.Errorf("%s: the OpenAPI document has no components/responses/%s", where, name)
+		return
+	}
+	for h, hdr := range ref.Value.Headers {
+		if hdr.Value != nil && hdr.Value.Required && r.Header.Get(h) == "" {
+			t.Errorf("%s: %d without the %s header that components/responses/%s requires", where, r.Status, h, name)
+		}
+	}
+	media := ref.Value.Content.Get("application/json")
+	if media == nil || media.Schema == nil {
+		t.Errorf("%s: components/responses/%s has no application/json schema", where, name)
+		return
+	}
+	var body any
+	if err := json.Unmarshal(r.Raw, &body); err != nil {
+		t.Errorf("%s: %v", where, err)
+		return
+	}
+	if err := media.Schema.Value.VisitJSON(body); err != nil {
+		t.Errorf("%s: %d does not match components/responses/%s: %v\nbody: %s", where, r.Status, name, err, r.Raw)
 	}
 }
 
