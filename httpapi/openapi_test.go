@@ -278,6 +278,17 @@ func openAPIProblems(doc *openapi3.T, tree map[string]any) []string {
 		}
 		sort.Strings(pathKeys)
 		for _, path := range pathKeys {
+			for _, p := range paths[path].Parameters { // shared by the path's operations
+				if p.Value == nil {
+					continue
+				}
+				if p.Value.Example == nil && len(p.Value.Examples) == 0 {
+					add("%s: parameter %s has no example", path, p.Value.Name)
+				}
+				if strings.TrimSpace(p.Value.Description) == "" {
+					add("%s: parameter %s has no description", path, p.Value.Name)
+				}
+			}
 			for method, op := range paths[path].Operations() {
 				secured := rootSecured
 				if op.Security != nil {
