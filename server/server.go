@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
 	sb "github.com/switchboard/switchboard"
@@ -196,7 +198,9 @@ func Run(ctx context.Context, c Config) error {
 	defer sim.Close()
 	router := provider.NewRouter(sim, db)
 	defer router.Close()
-	devices := android.New(android.Config{Store: db, Routing: routing, ValidFor: c.DeviceValidFor, PublicURL: c.PublicURL})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	devices := android.New(android.Config{Store: db, Routing: routing, ValidFor: c.DeviceValidFor, PublicURL: c.PublicURL, Registry: reg})
 
 	authn := auth.New(db, plans, nil)
 	if idp != nil {
@@ -209,6 +213,7 @@ func Run(ctx context.Context, c Config) error {
 		Limiter:    limiter,
 		Plans:      plans,
 		Channels:   router,
+		Metrics:    httpapi.NewMetrics(reg),
 		Routing:    routing,
 		Devices:    devices,
 		URLChecker: &ssrf.Guard{AllowPrivate: c.AllowPrivateWebhooks},

@@ -26,16 +26,17 @@ const DeviceBatch = 100
 // (the app deduplicates by id, so handing one again is harmless and covers
 // an answer that was lost), and then new ones that are due, up to
 // DeviceBatch and the phone's per-minute pacing, which are handed now with
-// validUntil now+validFor. next is when the pacing allows the next message,
-// when messages wait for it; zero otherwise. A device that is not (or no
-// longer) the phone's gets INVALID_TOKEN.
-func (db *DB) TakeDeviceMessages(ctx context.Context, phoneID, deviceID string, lifo bool, now time.Time, validFor time.Duration) (msgs []*sb.Message, next time.Time, err error) {
+// validUntil now+validFor; fresh is how many of msgs, at the end, were
+// handed now. next is when the pacing allows the next message, when
+// messages wait for it; zero otherwise. A device that is not (or no longer)
+// the phone's gets INVALID_TOKEN.
+func (db *DB) TakeDeviceMessages(ctx context.Context, phoneID, deviceID string, lifo bool, now time.Time, validFor time.Duration) (msgs []*sb.Message, fresh int, next time.Time, err error) {
 	order := "ASC"
 	if lifo {
 		order = "DESC"
 	}
 	err = db.Write(ctx, func(tx *Tx) error {
-		msgs, next = msgs[:0], time.Time{}
+		msgs, fresh, next = msgs[:0], 0, time.Time{}
 		var rate sql.NullInt64
 		var nextAt sql.NullInt64
 		err := tx.queryRow(ctx, `SELECT rate_limit, next_handout_at FROM phones WHERE id = ? AND device_id = ?`, phoneID, deviceID).Scan(&rate, &nextAt)
@@ -65,9 +66,9 @@ func (db *DB) TakeDeviceMessages(ctx context.Context, phoneID, deviceID string, 
 				room = min(room, 1)
 			}
 		}
-		var fresh []*sb.Message
+		var taken []*sb.Message
 		if room > 0 {
-			fresh, err = tx.deviceMessages(ctx, `SELECT `+messageCols+`, valid_until FROM messages
+			taken, err = tx.deviceMessages(ctx, `SELECT `+messageCols+`, valid_until FROM messages
 				WHERE phone_id = ? AND device_due IS NOT NULL AND device_due <= ? AND device_id IS NULL AND status = 'queued'
 				ORDER BY device_due `+order+`, id `+order+` LIMIT ?`, phoneID, sb.Micros(now), room)
 			if err != nil {
@@ -75,16 +76,16 @@ func (db *DB) TakeDeviceMessages(ctx context.Context, phoneID, deviceID string, 
 			}
 		}
 		valid := now.Add(validFor).Truncate(time.Millisecond)
-		for _, m := range fresh {
+		for _, m := range taken {
 			if _, err := tx.exec(ctx, `UPDATE messages SET device_id = ?, valid_until = ?, attempts = attempts + 1 WHERE id = ? AND device_id IS NULL`,
 				deviceID, sb.Micros(valid), m.ID); err != nil {
 				return err
 			}
 			m.ValidUntil, m.Attempts = &valid, m.Attempts+1
 		}
-		msgs = append(msgs, fresh...)
+		msgs, fresh = append(msgs, taken...), len(taken)
 		if interval > 0 {
-			if len(fresh) > 0 {
+			if len(taken) > 0 {
 				t = now.Add(interval)
 				if _, err := tx.exec(ctx, `UPDATE phones SET next_handout_at = ? WHERE id = ?`, sb.Micros(t), phoneID); err != nil {
 					return err
@@ -95,13 +96,13 @@ func (db *DB) TakeDeviceMessages(ctx context.Context, phoneID, deviceID string, 
 				AND device_id IS NULL AND status = 'queued'`, phoneID, sb.Micros(now)).Scan(&waiting); err != nil {
 				return err
 			}
-			if waiting > len(fresh) {
+			if waiting > len(taken) {
 				next = t
 			}
 		}
 		return nil
 	})
-	return msgs, next, err
+	return msgs, fresh, next, err
 }
 
 func (t *Tx) deviceMessages(ctx context.Context, query string, args ...any) ([]*sb.Message, error) {

@@ -9,11 +9,21 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -367,6 +377,14 @@ func TestDeviceDelivery(t *testing.T) {
 			if m := msgGet(t, s, tn.Live, b); m["status"] != "failed" || m["failure_reason"] != "RESULT_ERROR_LIMIT_EXCEEDED" || m["error_code"] != "DELIVERY_FAILED" || m["failed_at"] == nil {
 				t.Errorf("Failed: %v", m)
 			}
+			// "TTL expired": the phone did not send it, and no other phone
+			// can take it (the same device would report the same again).
+			e := send()
+			take(c, e)
+			report(e, smsgateway.ProcessingStateFailed, "TTL expired", time.Now())
+			if m := msgGet(t, s, tn.Live, e); m["status"] != "failed" || !strings.HasPrefix(m["failure_reason"].(string), "TTL expired") {
+				t.Errorf("TTL expired on the only phone: %v", m)
+			}
 			// An unknown state is accepted and ignored; so is a report on a
 			// message the device was never handed.
 			report(c, smsgateway.ProcessingState("Exploded"), "", time.Now())
@@ -532,6 +550,29 @@ func TestDeviceValidUntilMovesMessages(t *testing.T) {
 				t.Errorf("after the first device's late report: %v", m["status"])
 			}
 		}},
+		{"a TTL expired report moves the message", func(t *testing.T, s *server, db string) {
+			tn := msgTenant(t, db)
+			devOnlyAndroid(t, s, tn)
+			_, _, codeA := devPhone(t, s, tn.Live, nil)
+			idB, numberB, codeB := devPhone(t, s, tn.Live, nil)
+			var reg smsgateway.MobileRegisterResponse
+			devCall(t, s, "POST", "/device", "Code "+codeA, smsgateway.MobileRegisterRequest{}, &reg)
+			b := agentPairedOffline(t, s, tn, idB, codeB)
+			var msgs smsgateway.MobileGetMessagesResponse
+			devCall(t, s, "GET", "/device", "Bearer "+reg.Token, nil, nil)
+			id := msgSend(t, s, tn.Live, map[string]any{"to": msgAwake(t), "body": "x"})["message_id"].(string)
+			if devCall(t, s, "GET", "/message", "Bearer "+reg.Token, nil, &msgs); len(msgs) != 1 || msgs[0].ID != id {
+				t.Fatalf("the first phone took %v", msgs)
+			}
+			devRun(t, b, true)
+			eventually(t, 30*time.Second, "the second phone online", func() bool { return phoneGet(t, s, tn.Live, idB)["status"] == "online" })
+			expired := "TTL expired"
+			devCall(t, s, "PATCH", "/message", "Bearer "+reg.Token, smsgateway.MobilePatchMessageRequest{{ID: id, State: smsgateway.ProcessingStateFailed,
+				Recipients: []smsgateway.RecipientState{{PhoneNumber: "x", State: smsgateway.ProcessingStateFailed, Error: &expired}}}}, nil)
+			if m := msgWait(t, s, tn.Live, id, "delivered"); m["from"] != numberB || b.SentCount(id) != 1 {
+				t.Errorf("after TTL expired on the first phone: %v, sent %d times by the second", m, b.SentCount(id))
+			}
+		}},
 		{"deleting a phone moves its messages", func(t *testing.T, s *server, db string) {
 			tn := msgTenant(t, db)
 			devOnlyAndroid(t, s, tn)
@@ -630,4 +671,78 @@ func freeAddr(t testing.TB) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// TestDeviceOverTLS: with --tls-cert and --tls-key the service speaks
+// HTTPS (the app refuses plain HTTP), a device pairs and takes its messages
+// over it, and the URLs handed to devices are under --public-url.
+func TestDeviceOverTLS(t *testing.T) {
+	t.Parallel()
+	certFile, keyFile, pool := selfSignedCert(t)
+	s := startServer(t, sqliteURL(t), append([]string{"--tls-cert", certFile, "--tls-key", keyFile,
+		"--public-url", "https://sms.example.com:8443"}, devArgs...)...)
+	if !strings.HasPrefix(s.URL, "https://") {
+		t.Fatalf("server URL %s, want https", s.URL)
+	}
+	s.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	tn := msgTenant(t, s.DB)
+	devOnlyAndroid(t, s, tn)
+	_, _, code := devPhone(t, s, tn.Live, nil)
+	a, _ := devAgent(t, s, code, agent.Options{HTTP: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}}, true)
+	hooks, err := a.Webhooks(context.Background())
+	if err != nil || len(hooks) != 1 || !strings.HasPrefix(hooks[0].URL, "https://sms.example.com:8443/api/mobile/v1/inbound/") {
+		t.Fatalf("webhooks: %+v %v", hooks, err)
+	}
+	id := msgSend(t, s, tn.Live, map[string]any{"to": msgAwake(t), "body": "over TLS"})["message_id"].(string)
+	msgWait(t, s, tn.Live, id, "delivered")
+	// What the node tells its operator.
+	res, err := s.client.Get(s.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, line := range []string{"switchboard_device_messages_handed_total 1", `switchboard_device_reports_total{state="Delivered"} 1`,
+		`switchboard_device_reports_total{state="Sent"} 1`, `switchboard_device_pairings_total{result="paired"} 1`, "switchboard_device_streams 1"} {
+		if !strings.Contains(string(metrics), "\n"+line+"\n") {
+			t.Errorf("/metrics lacks %q", line)
+		}
+	}
+	// Plain HTTP is not served.
+	if res, err := devClient.Get("http" + strings.TrimPrefix(s.URL, "https") + "/healthz"); err == nil {
+		if res.StatusCode == http.StatusOK {
+			t.Errorf("plain HTTP answered 200")
+		}
+		res.Body.Close()
+	}
+}
+
+// selfSignedCert writes a certificate for 127.0.0.1 and its key, and
+// returns their files and a pool that trusts the certificate.
+func selfSignedCert(t testing.TB) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "switchboard test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true, IsCA: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
 }

@@ -67,6 +67,9 @@ type server struct {
 	cancel context.CancelFunc
 	done   chan error
 	logs   *syncBuffer
+	// client, when set, is the HTTP client of s.do (one that trusts the
+	// server's certificate, say); httpClient otherwise.
+	client *http.Client
 }
 
 type syncBuffer struct {
@@ -108,9 +111,12 @@ func startServer(t testing.TB, dbURL string, extra ...string) *server {
 			line := sc.Text()
 			s.logs.Write([]byte(line + "\n"))
 			if !sent && strings.Contains(line, `"msg":"listening"`) {
-				var l struct{ Addr string }
+				var l struct{ Addr, Scheme string }
 				json.Unmarshal([]byte(line), &l)
-				addr <- l.Addr
+				if l.Scheme == "" {
+					l.Scheme = "http"
+				}
+				addr <- l.Scheme + "://" + l.Addr
 				sent = true
 			}
 		}
@@ -118,7 +124,7 @@ func startServer(t testing.TB, dbURL string, extra ...string) *server {
 	}()
 	select {
 	case a := <-addr:
-		s.URL = "http://" + a
+		s.URL = a
 	case err := <-s.done:
 		t.Fatalf("server did not start: %v\n%s", err, s.logs.String())
 	case <-time.After(60 * time.Second):
@@ -272,7 +278,11 @@ func (s *server) do(t testing.TB, method, path, key string, body any, headers ..
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	res, err := httpClient.Do(req)
+	client := httpClient
+	if s.client != nil {
+		client = s.client
+	}
+	res, err := client.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}

@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/phonenum"
 )
@@ -37,7 +38,7 @@ type Store interface {
 	PhoneByInboundSecret(ctx context.Context, secret string) (*sb.Phone, error)
 	TouchDevice(ctx context.Context, phoneID, deviceID string, now time.Time) (bool, error)
 	SetDeviceName(ctx context.Context, phoneID, deviceID, name string) error
-	TakeDeviceMessages(ctx context.Context, phoneID, deviceID string, lifo bool, now time.Time, validFor time.Duration) ([]*sb.Message, time.Time, error)
+	TakeDeviceMessages(ctx context.Context, phoneID, deviceID string, lifo bool, now time.Time, validFor time.Duration) (msgs []*sb.Message, fresh int, next time.Time, err error)
 	ReportDeviceStates(ctx context.Context, phoneID, deviceID string, reports []sb.DeviceReport, now time.Time) error
 	DeviceWorkWaiting(ctx context.Context, phoneID, deviceID string, now time.Time) (bool, error)
 	RerouteDeviceMessages(ctx context.Context, now time.Time, grace time.Duration, limit int) (considered, moved int, err error)
@@ -60,6 +61,8 @@ type Config struct {
 	// the device used.
 	PublicURL string
 	Now       func() time.Time
+	// Registry, when set, gets the protocol's metrics.
+	Registry prometheus.Registerer
 }
 
 // DefaultValidFor is the default of Config.ValidFor.
@@ -76,6 +79,7 @@ type Server struct {
 	streams streams
 	pacing  pacing
 	pairs   pairingLimits
+	metrics metrics
 
 	mu      sync.Mutex
 	touched map[string]time.Time // phone id -> last last-seen write
@@ -110,6 +114,7 @@ func New(cfg Config) *Server {
 	s.streams.init()
 	s.pacing.init()
 	s.pairs.init()
+	s.metrics = newMetrics(cfg.Registry, &s.streams)
 	cfg.Store.OnPhoneWork(s.streams.wake)
 	s.mux.HandleFunc("POST "+Prefix+"/device", s.register)
 	s.mux.HandleFunc("GET "+Prefix+"/device", s.device(s.getDevice))
@@ -182,15 +187,30 @@ func authorization(r *http.Request, scheme string) string {
 // maxBody bounds every request body of the protocol.
 const maxBody = 1 << 20
 
-func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+// readBody reads a request body of at most maxBody bytes.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		return sb.Errorf(sb.CodeValidation, "The request body could not be read or is larger than %d bytes.", maxBody)
+		return nil, sb.Errorf(sb.CodeValidation, "The request body could not be read or is larger than %d bytes.", maxBody)
 	}
+	return raw, nil
+}
+
+// unmarshal decodes the JSON the protocol expects; unknown fields are
+// ignored (the app adds fields between releases).
+func unmarshal(raw []byte, v any) error {
 	if err := json.Unmarshal(raw, v); err != nil {
 		return sb.Errorf(sb.CodeValidation, "The request body is not the JSON the protocol expects: %v.", err)
 	}
 	return nil
+}
+
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	raw, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	return unmarshal(raw, v)
 }
 
 // device adapts a handler of a call made with a device token.
@@ -280,18 +300,20 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	now := s.cfg.Now()
 	client := clientAddr(r)
 	if wait, ok := s.pairs.allow(client, now); !ok {
+		s.metrics.pairings.WithLabelValues("limited").Inc()
 		w.Header().Set("Retry-After", wait)
 		writeError(w, http.StatusTooManyRequests, "Too many pairing attempts. Wait and try again.")
 		return
 	}
-	var req registerRequest
-	if err := decodeBody(w, r, &req); err != nil {
+	raw, err := readBody(w, r)
+	if err != nil {
 		fail(w, r, err)
 		return
 	}
-	name := "Android phone"
-	if req.Name != nil && strings.TrimSpace(*req.Name) != "" {
-		name = truncate(strings.TrimSpace(*req.Name), maxDeviceName)
+	name, err := parseRegister(raw)
+	if err != nil {
+		fail(w, r, err)
+		return
 	}
 	id, err := sb.NewDeviceID()
 	if err != nil {
@@ -308,14 +330,29 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		if sb.ErrorCode(err) == sb.CodeInvalidToken {
 			s.pairs.failed(now)
+			s.metrics.pairings.WithLabelValues("refused").Inc()
 			slog.Info("device pairing refused", "client", client)
 		}
 		fail(w, r, err)
 		return
 	}
+	s.metrics.pairings.WithLabelValues("paired").Inc()
 	slog.Info("device paired", "tenant_id", ph.TenantID, "phone_id", ph.ID, "device_id", id, "device_name", name)
 	s.streams.wake(ph.ID) // a device paired before ends its stream at its next beat
 	writeJSON(w, http.StatusCreated, registerResponse{ID: id, Token: token, Login: ph.ID})
+}
+
+// parseRegister reads the body of POST /device and returns the name the
+// device gives itself (a default when it gives none).
+func parseRegister(raw []byte) (string, error) {
+	var req registerRequest
+	if err := unmarshal(raw, &req); err != nil {
+		return "", err
+	}
+	if req.Name == nil || strings.TrimSpace(*req.Name) == "" {
+		return "Android phone", nil
+	}
+	return truncate(strings.TrimSpace(*req.Name), maxDeviceName), nil
 }
 
 func truncate(s string, n int) string {
@@ -436,10 +473,11 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request, ph *sb.Phon
 		return sb.Errorf(sb.CodeValidation, `order must be "fifo" or "lifo".`)
 	}
 	now := s.cfg.Now()
-	msgs, next, err := s.cfg.Store.TakeDeviceMessages(r.Context(), ph.ID, ph.Device.ID, strings.EqualFold(order, "lifo"), now.UTC(), s.cfg.ValidFor)
+	msgs, fresh, next, err := s.cfg.Store.TakeDeviceMessages(r.Context(), ph.ID, ph.Device.ID, strings.EqualFold(order, "lifo"), now.UTC(), s.cfg.ValidFor)
 	if err != nil {
 		return err
 	}
+	s.metrics.handed.Add(float64(fresh))
 	if !next.IsZero() {
 		s.pacing.wakeAt(ph.ID, next, func() { s.cfg.Store.PhoneWork(context.Background(), ph.ID) })
 	}
@@ -477,33 +515,56 @@ const maxPatchItems = 1000
 
 // patchMessages takes the device's reports of the messages it holds.
 func (s *Server) patchMessages(w http.ResponseWriter, r *http.Request, ph *sb.Phone) error {
-	var items []messagePatch
-	if err := decodeBody(w, r, &items); err != nil {
+	raw, err := readBody(w, r)
+	if err != nil {
 		return err
 	}
+	reports, err := parseReports(raw)
+	if err != nil {
+		return err
+	}
+	if err := s.cfg.Store.ReportDeviceStates(r.Context(), ph.ID, ph.Device.ID, reports, s.cfg.Now().UTC()); err != nil {
+		return err
+	}
+	for _, rep := range reports {
+		s.metrics.reports.WithLabelValues(reportLabel(rep.State)).Inc()
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// parseReports reads the body of PATCH /message: an array of at most
+// maxPatchItems reports, each naming a message.
+func parseReports(raw []byte) ([]sb.DeviceReport, error) {
+	var items []messagePatch
+	if err := unmarshal(raw, &items); err != nil {
+		return nil, err
+	}
 	if len(items) > maxPatchItems {
-		return sb.Errorf(sb.CodeValidation, "At most %d messages can be reported at once.", maxPatchItems)
+		return nil, sb.Errorf(sb.CodeValidation, "At most %d messages can be reported at once.", maxPatchItems)
 	}
 	reports := make([]sb.DeviceReport, 0, len(items))
 	for _, it := range items {
-		if it.ID == "" || len(it.ID) > 64 {
-			return sb.Errorf(sb.CodeValidation, "Every item needs the id of a message.")
+		if it.ID == "" || len(it.ID) > maxID {
+			return nil, sb.Errorf(sb.CodeValidation, "Every item needs the id of a message (at most %d characters).", maxID)
 		}
 		rep := sb.DeviceReport{MessageID: it.ID, State: it.State, At: it.States[it.State], SentAt: it.States[sb.DeviceSent]}
 		for _, rc := range it.Recipients {
 			if rc.Error != nil && *rc.Error != "" {
-				rep.Error = truncate(*rc.Error, 500)
+				rep.Error = truncate(*rc.Error, maxError)
 				break
 			}
 		}
 		reports = append(reports, rep)
 	}
-	if err := s.cfg.Store.ReportDeviceStates(r.Context(), ph.ID, ph.Device.ID, reports, s.cfg.Now().UTC()); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return reports, nil
 }
+
+// Limits of what a device reports.
+const (
+	maxID    = 64  // a message or event id
+	maxError = 500 // a failure reason, in characters
+)
 
 // inboundEvent is the body the app posts to a webhook (WebHookEventDTO).
 type inboundEvent struct {
@@ -535,35 +596,24 @@ func (s *Server) inbound(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err)
 		return
 	}
-	var ev inboundEvent
-	if err := decodeBody(w, r, &ev); err != nil {
+	raw, err := readBody(w, r)
+	if err != nil {
 		fail(w, r, err)
 		return
 	}
-	if ev.Event != "sms:received" {
-		w.WriteHeader(http.StatusNoContent) // other events the phone's owner subscribed to
+	text, err := parseInbound(raw)
+	if err != nil {
+		fail(w, r, err)
 		return
 	}
-	var p smsReceived
-	if err := json.Unmarshal(ev.Payload, &p); err != nil {
-		fail(w, r, sb.Errorf(sb.CodeValidation, "The sms:received payload is not valid: %v.", err))
-		return
-	}
-	switch {
-	case ev.ID == "" || len(ev.ID) > 64:
-		fail(w, r, sb.Errorf(sb.CodeValidation, "The event needs an id of at most 64 characters."))
-		return
-	case strings.TrimSpace(p.Sender) == "" || len(p.Sender) > 64:
-		fail(w, r, sb.Errorf(sb.CodeValidation, "The text needs a sender of at most 64 characters."))
-		return
-	case p.Message == "":
-		fail(w, r, sb.Errorf(sb.CodeValidation, "The text is empty."))
+	if text == nil {
+		w.WriteHeader(http.StatusNoContent) // another event the phone's owner subscribed to
 		return
 	}
 	now := s.cfg.Now().UTC().Truncate(time.Microsecond)
-	m := &sb.Message{ID: sb.NewID(), TenantID: ph.TenantID, Env: sb.Live, Direction: sb.Inbound, From: phonenum.Normalize(p.Sender, ph.Number),
-		To: ph.Number, Body: truncate(p.Message, 10*sb.MaxBodyLength), Channel: sb.ChannelSMS, Status: sb.StatusReceived, PhoneID: ph.ID,
-		PhoneKind: ph.Kind, ExternalID: ev.ID, CreatedAt: now}
+	m := &sb.Message{ID: sb.NewID(), TenantID: ph.TenantID, Env: sb.Live, Direction: sb.Inbound, From: phonenum.Normalize(text.Sender, ph.Number),
+		To: ph.Number, Body: text.Body, Channel: sb.ChannelSMS, Status: sb.StatusReceived, PhoneID: ph.ID,
+		PhoneKind: ph.Kind, ExternalID: text.EventID, CreatedAt: now}
 	err = s.cfg.Store.Inbound(r.Context(), m)
 	switch {
 	case errors.Is(err, sb.ErrAlreadyStored):
@@ -571,9 +621,44 @@ func (s *Server) inbound(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err)
 		return
 	default:
+		s.metrics.inbound.Inc()
 		slog.Debug("inbound text from a device", "tenant_id", ph.TenantID, "phone_id", ph.ID, "message_id", m.ID)
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// inboundText is an sms:received callback, checked.
+type inboundText struct {
+	EventID, Sender, Body string
+}
+
+// maxInboundBody bounds the text of an inbound message, in characters: a
+// long text of many parts is joined by the phone.
+const maxInboundBody = 10 * sb.MaxBodyLength
+
+// parseInbound reads the body the app posts to a webhook; it returns nil
+// for an event other than sms:received.
+func parseInbound(raw []byte) (*inboundText, error) {
+	var ev inboundEvent
+	if err := unmarshal(raw, &ev); err != nil {
+		return nil, err
+	}
+	if ev.Event != "sms:received" {
+		return nil, nil
+	}
+	var p smsReceived
+	if err := json.Unmarshal(ev.Payload, &p); err != nil {
+		return nil, sb.Errorf(sb.CodeValidation, "The sms:received payload is not valid: %v.", err)
+	}
+	switch {
+	case ev.ID == "" || len(ev.ID) > maxID:
+		return nil, sb.Errorf(sb.CodeValidation, "The event needs an id of at most %d characters.", maxID)
+	case strings.TrimSpace(p.Sender) == "" || len(p.Sender) > 64:
+		return nil, sb.Errorf(sb.CodeValidation, "The text needs a sender of at most 64 characters.")
+	case p.Message == "":
+		return nil, sb.Errorf(sb.CodeValidation, "The text is empty.")
+	}
+	return &inboundText{EventID: ev.ID, Sender: strings.TrimSpace(p.Sender), Body: truncate(p.Message, maxInboundBody)}, nil
 }
 
 // Run runs the sweeper until ctx ends: every few seconds it moves the
@@ -600,6 +685,7 @@ func (s *Server) Run(ctx context.Context) {
 				break
 			}
 			if moved > 0 {
+				s.metrics.moved.Add(float64(moved))
 				slog.Info("device messages moved to another phone", "count", moved)
 			}
 			if n < batch {

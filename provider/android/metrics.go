@@ -1,0 +1,49 @@
+package android
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	sb "github.com/switchboard/switchboard"
+)
+
+// metrics are the Prometheus metrics of the device protocol, on this node.
+type metrics struct {
+	handed   prometheus.Counter
+	reports  *prometheus.CounterVec
+	moved    prometheus.Counter
+	inbound  prometheus.Counter
+	pairings *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer, st *streams) metrics {
+	m := metrics{
+		handed: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_device_messages_handed_total",
+			Help: "Messages handed to Android devices (GET /message), not counting hand-outs repeated to the same device."}),
+		reports: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_device_reports_total",
+			Help: "Message states reported by Android devices, by state (other: a state the protocol does not know)."}, []string{"state"}),
+		moved: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_device_messages_moved_total",
+			Help: "Device messages moved to another phone by the sweeper (validUntil passed without a report, or the phone went offline or was deleted)."}),
+		inbound: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_device_inbound_total",
+			Help: "Inbound texts stored from Android devices (repeated callbacks not counted)."}),
+		pairings: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_device_pairings_total",
+			Help: "Pairing attempts by result: paired, refused (a wrong, used or expired code) or limited (too many attempts)."}, []string{"result"}),
+	}
+	if reg != nil {
+		streams := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchboard_device_streams",
+			Help: "Phones whose device holds an event stream open on this node."}, func() float64 {
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			return float64(len(st.phones))
+		})
+		reg.MustRegister(m.handed, m.reports, m.moved, m.inbound, m.pairings, streams)
+	}
+	return m
+}
+
+// reportLabel bounds the state label to the protocol's states.
+func reportLabel(state string) string {
+	if sb.DeviceStateRank(state) == 0 {
+		return "other"
+	}
+	return state
+}
