@@ -72,8 +72,10 @@ type DB struct {
 	walFull         atomic.Bool  // SQLite: the WAL should start over (see restartWAL)
 	walRestartPages atomic.Int64 // SQLite: the WAL length that asks for it
 
-	// routing decides which phones can take a message (SetRouting).
-	routing sb.Routing
+	// routing decides which phones can take a message (SetRouting);
+	// phoneCache keeps tenants' phones with their use (see phoneCache).
+	routing    sb.Routing
+	phoneCache phoneCache
 	// node names this process in the notifications it sends, so that it
 	// ignores its own; phoneWork is called when a phone's device has work
 	// (see OnPhoneWork).
@@ -344,6 +346,9 @@ type Tx struct {
 	// their counts as read (see usablePhones).
 	counted map[counterKey]int64
 	phones  map[phoneKey][]sb.PhoneUse
+	// fromCache marks the tenants' phones this transaction took from the
+	// phone cache rather than the database.
+	fromCache map[phoneKey]bool
 }
 
 // execer is what *sql.Tx and *sql.Conn have in common.
@@ -423,6 +428,9 @@ func (t *Tx) commit(ctx context.Context) error {
 	}
 	if err != nil {
 		return err
+	}
+	if len(t.counted) > 0 {
+		t.db.phoneCache.committed(t.counted)
 	}
 	for _, f := range t.after {
 		f()

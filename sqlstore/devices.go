@@ -285,6 +285,15 @@ func (t *Tx) reroute(ctx context.Context, m *routeRow, now time.Time, cache rout
 		chosen = sb.PickPhone(usable, from, sticky) // its own phone, if nothing else can take it
 	}
 	if chosen == nil {
+		// The phones may have come from the cache: look again.
+		if again, err := t.freshPhones(ctx, phoneKey{m.tenantID, sb.Live, day}, now); err != nil {
+			return false, err
+		} else if again {
+			delete(cache, [2]string{m.tenantID, m.channel})
+			return t.reroute(ctx, m, now, cache, sameOK)
+		}
+	}
+	if chosen == nil {
 		if !sameOK {
 			return false, errNowhere
 		}

@@ -232,6 +232,7 @@ func (t *Tx) bumpUnder(ctx context.Context, tenantID string, env sb.Environment,
 		return err
 	}
 	if n == 0 {
+		t.db.phoneCache.forget(tenantID) // it counted less than the database
 		return errLostRace
 	}
 	t.count(counterKey{tenantID, env, name, day})
@@ -262,19 +263,24 @@ func phoneCounter(id string) string { return "phone:" + id }
 
 // usablePhones returns the tenant's phones that can take one more message
 // on channel at now (sb.Routing.Usable), with today's use. A transaction
-// reads a tenant's phones once, in one query, and then counts its own sends
-// on top (see counted): a batch of sends costs one query, not one each.
+// takes a tenant's phones once, from the phone cache or in one query, and
+// then counts its own sends on top (see counted): a batch of sends costs
+// one query at most, not one each.
 func (t *Tx) usablePhones(ctx context.Context, tenantID string, env sb.Environment, channel, day string, now time.Time) ([]sb.PhoneUse, error) {
 	key := phoneKey{tenantID, env, day}
 	all, ok := t.phones[key]
 	if !ok {
-		ps, err := phonesWithUse(ctx, t.query, tenantID, env, day, "")
-		if err != nil {
+		var version int64
+		if err := t.queryRow(ctx, `SELECT phones_version FROM tenants WHERE id = ?`, tenantID).Scan(&version); err != nil {
 			return nil, err
 		}
-		all = make([]sb.PhoneUse, len(ps))
-		for i, p := range ps {
-			all[i] = sb.PhoneUse{Phone: p, Used: p.SentToday}
+		if all, ok = t.db.phoneCache.get(key, version, now); !ok {
+			var err error
+			if all, err = t.loadPhones(ctx, key, version, now); err != nil {
+				return nil, err
+			}
+		} else {
+			t.cachedPhones(key)
 		}
 		if t.phones == nil {
 			t.phones = map[phoneKey][]sb.PhoneUse{}
@@ -291,6 +297,52 @@ func (t *Tx) usablePhones(ctx context.Context, tenantID string, env sb.Environme
 		}
 	}
 	return out, nil
+}
+
+// loadPhones reads key's phones with their use from the database and
+// refreshes the cache with them, read at version.
+func (t *Tx) loadPhones(ctx context.Context, key phoneKey, version int64, now time.Time) ([]sb.PhoneUse, error) {
+	ps, err := phonesWithUse(ctx, t.query, key.tenantID, key.env, key.day, "")
+	if err != nil {
+		return nil, err
+	}
+	uses := make([]sb.PhoneUse, len(ps))
+	for i, p := range ps {
+		uses[i] = sb.PhoneUse{Phone: p, Used: p.SentToday}
+	}
+	// Counted by this transaction and not committed: not in the rows, nor
+	// in the cache.
+	t.db.phoneCache.put(key, version, uses, now)
+	if t.fromCache != nil {
+		delete(t.fromCache, key)
+	}
+	return uses, nil
+}
+
+func (t *Tx) cachedPhones(key phoneKey) {
+	if t.fromCache == nil {
+		t.fromCache = map[phoneKey]bool{}
+	}
+	t.fromCache[key] = true
+}
+
+// freshPhones reads key's phones again from the database when this
+// transaction took them from the cache, and reports whether it did: a pick
+// that found no phone in a cached list looks again before it refuses.
+func (t *Tx) freshPhones(ctx context.Context, key phoneKey, now time.Time) (bool, error) {
+	if !t.fromCache[key] {
+		return false, nil
+	}
+	var version int64
+	if err := t.queryRow(ctx, `SELECT phones_version FROM tenants WHERE id = ?`, key.tenantID).Scan(&version); err != nil {
+		return false, err
+	}
+	all, err := t.loadPhones(ctx, key, version, now)
+	if err != nil {
+		return false, err
+	}
+	t.phones[key] = all
+	return true, nil
 }
 
 // countOnPhone counts a message against its phone's daily limit on day:
@@ -389,6 +441,16 @@ func (db *DB) acceptFn(ctx context.Context, s *sb.Send, h *handover) func(*Tx) e
 			}
 		}
 		chosen := sb.PickPhone(phones, s.From, rcp.phoneID)
+		if chosen == nil {
+			if again, err := tx.freshPhones(ctx, phoneKey{m.TenantID, m.Env, day}, now); err != nil {
+				return err
+			} else if again {
+				if phones, err = tx.usablePhones(ctx, m.TenantID, m.Env, m.Channel, day, now); err != nil {
+					return err
+				}
+				chosen = sb.PickPhone(phones, s.From, rcp.phoneID)
+			}
+		}
 		if chosen == nil {
 			if s.From != "" {
 				return sb.Errorf(sb.CodeNoPhoneAvailable, "The phone %s cannot send now: it is offline, at its daily limit or does not send %s.", s.From, m.Channel)

@@ -125,6 +125,13 @@ var benchScenarios = []benchScenario{
 		run:        benchWebhooksRun,
 	},
 	{
+		name: "devices",
+		about: "1,000 reference Android devices connected at once to one node (a child process), 1,000 sends/s spread over " +
+			"them: messages/s handed to devices, p99 from 202 to MessageEnqueued and to the device holding the message, " +
+			"server memory per device, and the same load through the simulator; no bare-handler rounds (bench_devices.go)",
+		run: benchDevicesRun,
+	},
+	{
 		name: "campaign",
 		about: "a 100,000-contact campaign (CSV import, launch, expansion, delivery) beside 100/s direct sends of two tenants: " +
 			"launch latency, messages created/s against the direct-send rate, direct-send p99 and delivery delay with and " +

@@ -4,8 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )

@@ -161,14 +161,15 @@ func (p *pacing) stop() {
 }
 
 // Pairing limits: a pairing code has 8 digits and lives 15 minutes, so
-// guesses are bounded per client address (all attempts) and in all
-// (failures): see docs/phones.md.
+// failed attempts are bounded per client address and in all (see
+// docs/phones.md). A pairing that succeeds counts for nothing.
 const (
-	pairAttemptsPerClient = 10 // a minute
+	pairFailuresPerClient = 10 // a minute
 	pairFailuresInAll     = 60 // a minute
 )
 
-// pairingLimits counts pairing attempts in fixed windows of a minute.
+// pairingLimits counts failed pairing attempts in fixed windows of a
+// minute.
 type pairingLimits struct {
 	mu       sync.Mutex
 	window   time.Time
@@ -178,25 +179,24 @@ type pairingLimits struct {
 
 func (p *pairingLimits) init() { p.clients = map[string]int{} }
 
-// allow counts an attempt from client at now and says whether it may be
-// tried, and if not, the Retry-After value.
+// allow says whether client may try a code at now, and if not, the
+// Retry-After value.
 func (p *pairingLimits) allow(client string, now time.Time) (string, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.roll(now)
-	wait := strconv.Itoa(max(1, int(p.window.Add(time.Minute).Sub(now).Seconds()+0.999)))
-	if p.failures >= pairFailuresInAll || p.clients[client] >= pairAttemptsPerClient {
-		return wait, false
+	if p.failures >= pairFailuresInAll || p.clients[client] >= pairFailuresPerClient {
+		return strconv.Itoa(max(1, int(p.window.Add(time.Minute).Sub(now).Seconds()+0.999))), false
 	}
-	p.clients[client]++
 	return "", true
 }
 
-// failed counts a failed attempt.
-func (p *pairingLimits) failed(now time.Time) {
+// failed counts a failed attempt of client.
+func (p *pairingLimits) failed(client string, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.roll(now)
+	p.clients[client]++
 	p.failures++
 }
 

@@ -329,7 +329,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	ph, err := s.cfg.Store.PairDevice(r.Context(), code, dev, sb.DeviceCredentials{Token: token, InboundSecret: sb.InboundSecret(token)}, now.UTC())
 	if err != nil {
 		if sb.ErrorCode(err) == sb.CodeInvalidToken {
-			s.pairs.failed(now)
+			s.pairs.failed(client, now)
 			s.metrics.pairings.WithLabelValues("refused").Inc()
 			slog.Info("device pairing refused", "client", client)
 		}

@@ -52,6 +52,9 @@ type Options struct {
 	Order string
 	// OnEvent, when set, is called as each event of the stream arrives.
 	OnEvent func(name string, at time.Time)
+	// OnTake, when set, is called for each message the device takes for
+	// the first time, as the answer that hands it over arrives.
+	OnTake func(m smsgateway.MobileMessage, at time.Time)
 	// OnMessage, when set, is called for each message the radio sends.
 	OnMessage func(m smsgateway.MobileMessage)
 }
@@ -70,7 +73,8 @@ type Agent struct {
 	held   map[string]*held // every message taken, by id
 	hooks  []smsgateway.Webhook
 	events int
-	open   bool // the event stream is open
+	open   bool  // the event stream is open
+	err    error // why the stream last ended
 	// unreported holds the messages whose last report failed: as the app
 	// does, the agent reports them again (before its next pull).
 	unreported map[string]bool
@@ -226,6 +230,9 @@ func (a *Agent) Webhooks(ctx context.Context) ([]smsgateway.Webhook, error) {
 func (a *Agent) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		err := a.stream(ctx)
+		a.mu.Lock()
+		a.err = err
+		a.mu.Unlock()
 		var se *StatusError
 		if errors.As(err, &se) && se.Status == http.StatusUnauthorized {
 			return err
@@ -319,6 +326,14 @@ func (a *Agent) Connected() bool {
 	return a.open
 }
 
+// StreamErr returns why the event stream last ended (nil: it never did, or
+// it ended cleanly).
+func (a *Agent) StreamErr() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
+}
+
 // Events returns how many events the stream has delivered.
 func (a *Agent) Events() int {
 	a.mu.Lock()
@@ -344,7 +359,9 @@ func (a *Agent) Pull(ctx context.Context) error {
 	if err := a.call(ctx, "GET", "/message?order="+a.opt.Order, "", nil, &msgs); err != nil {
 		return err
 	}
+	at := time.Now()
 	var fresh, again []string
+	var taken []smsgateway.MobileMessage
 	a.mu.Lock()
 	for _, m := range msgs {
 		if h, ok := a.held[m.ID]; ok {
@@ -355,8 +372,14 @@ func (a *Agent) Pull(ctx context.Context) error {
 		}
 		a.held[m.ID] = &held{msg: m, at: map[string]time.Time{}}
 		fresh = append(fresh, m.ID)
+		taken = append(taken, m)
 	}
 	a.mu.Unlock()
+	if a.opt.OnTake != nil {
+		for _, m := range taken {
+			a.opt.OnTake(m, at)
+		}
+	}
 	if len(again) > 0 {
 		if err := a.report(ctx, again); err != nil {
 			return err
