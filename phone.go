@@ -139,31 +139,35 @@ func (r Routing) Usable(u PhoneUse, channel string, now time.Time) bool {
 	return r.Online(p, now) && p.HasChannel(channel) && (p.DailyLimit <= 0 || u.Used < int64(p.DailyLimit))
 }
 
-// PickPhone chooses a message's phone among usable ones: the phone whose
-// number is from, when from is set (nil if it is not usable); else the
+// Pick chooses the phone a message goes out from among phones (each with
+// its use on the day): among those that can take it on channel at now
+// (Usable), and are not exclude when that is set, the phone whose number is
+// from when from is set (nil if that one cannot take it); else the
 // recipient's own phone (sticky: the one that first wrote to it or was
-// first used for it) while it is usable; else the least used today, the
-// oldest phone on a tie.
-func PickPhone(usable []PhoneUse, from, sticky string) *PhoneUse {
-	if from != "" {
-		for i := range usable {
-			if usable[i].Phone.Number == from {
-				return &usable[i]
-			}
+// first used for it); else the least used, the first on a tie. It makes
+// one pass and builds nothing, since a tenant may have a thousand phones.
+func (r Routing) Pick(phones []PhoneUse, channel, from, sticky, exclude string, now time.Time) *PhoneUse {
+	var least *PhoneUse
+	for i := range phones {
+		u := &phones[i]
+		if (exclude != "" && u.Phone.ID == exclude) || !r.Usable(*u, channel, now) {
+			continue
 		}
+		switch {
+		case from != "":
+			if u.Phone.Number == from {
+				return u
+			}
+		case sticky != "" && u.Phone.ID == sticky:
+			return u
+		case least == nil || u.Used < least.Used:
+			least = u
+		}
+	}
+	if from != "" {
 		return nil
 	}
-	var chosen *PhoneUse
-	for i := range usable {
-		u := &usable[i]
-		if u.Phone.ID == sticky && sticky != "" {
-			return u
-		}
-		if chosen == nil || u.Used < chosen.Used {
-			chosen = u
-		}
-	}
-	return chosen
+	return least
 }
 
 // ViaDevice reports whether m is delivered by its phone's device (pulled

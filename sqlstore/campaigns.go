@@ -660,7 +660,7 @@ func (p *placer) place(ctx context.Context, m *sb.Message) (day int, ok bool, er
 			p.phoneFrom[m.Channel] = d + 1
 			continue
 		}
-		chosen := sb.PickPhone(usable, "", rcp.phoneID).Phone
+		chosen := p.tx.db.routing.Pick(usable, m.Channel, "", rcp.phoneID, "", p.now).Phone
 		m.From, m.PhoneID, m.PhoneKind = chosen.Number, chosen.ID, chosen.Kind
 		use[chosen.ID]++
 		p.bumps[phoneCounter(chosen.ID)+"\x00"+p.day(d)]++

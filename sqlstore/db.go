@@ -343,12 +343,9 @@ type Tx struct {
 	bumps map[counterKey]int64
 	// counted holds every increment of a daily counter this transaction
 	// made, applied or not; phones the tenants' phones it has read, with
-	// their counts as read (see usablePhones).
+	// their counts (see phoneList).
 	counted map[counterKey]int64
-	phones  map[phoneKey][]sb.PhoneUse
-	// fromCache marks the tenants' phones this transaction took from the
-	// phone cache rather than the database.
-	fromCache map[phoneKey]bool
+	phones  map[phoneKey]*txPhones
 }
 
 // execer is what *sql.Tx and *sql.Conn have in common.

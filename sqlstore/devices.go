@@ -258,42 +258,27 @@ func (t *Tx) reroute(ctx context.Context, m *routeRow, now time.Time, cache rout
 	if cache[[2]string{m.tenantID, m.channel}] && !m.pinned && sameOK {
 		return wait()
 	}
-	usable, err := t.usablePhones(ctx, m.tenantID, sb.Live, m.channel, day, now)
-	if err != nil {
-		return false, err
-	}
-	var sticky string
-	if !m.pinned {
+	var sticky, from string
+	if m.pinned {
+		from = m.from
+	} else {
 		rcp, err := t.recipient(ctx, m.tenantID, sb.Live, m.to)
 		if err != nil {
 			return false, err
 		}
 		sticky = rcp.phoneID
 	}
-	others := make([]sb.PhoneUse, 0, len(usable))
-	for _, u := range usable {
-		if u.Phone.ID != m.phoneID {
-			others = append(others, u)
-		}
+	key := phoneKey{m.tenantID, sb.Live, day}
+	p, err := t.pickPhone(ctx, key, m.channel, from, sticky, m.phoneID, now)
+	if err != nil {
+		return false, err
 	}
-	from := ""
-	if m.pinned {
-		from = m.from
-	}
-	chosen := sb.PickPhone(others, from, sticky)
-	if chosen == nil && sameOK {
-		chosen = sb.PickPhone(usable, from, sticky) // its own phone, if nothing else can take it
-	}
-	if chosen == nil {
-		// The phones may have come from the cache: look again.
-		if again, err := t.freshPhones(ctx, phoneKey{m.tenantID, sb.Live, day}, now); err != nil {
+	if p == nil && sameOK { // its own phone, if nothing else can take it
+		if p, err = t.pickPhone(ctx, key, m.channel, from, sticky, "", now); err != nil {
 			return false, err
-		} else if again {
-			delete(cache, [2]string{m.tenantID, m.channel})
-			return t.reroute(ctx, m, now, cache, sameOK)
 		}
 	}
-	if chosen == nil {
+	if p == nil {
 		if !sameOK {
 			return false, errNowhere
 		}
@@ -302,7 +287,6 @@ func (t *Tx) reroute(ctx context.Context, m *routeRow, now time.Time, cache rout
 		}
 		return wait()
 	}
-	p := chosen.Phone
 	if p.ID != m.phoneID {
 		if err := t.countOnPhone(ctx, sb.Live, p, day); err != nil {
 			if errors.Is(err, errLostRace) { // the limit was reached meanwhile: next pass

@@ -163,7 +163,7 @@ type counterKey struct {
 // commit, so concurrent writers would queue behind it, and every send
 // would cost a statement. Deferred, a batch adds its count to each counter
 // in one statement, right before the commit. The counts this transaction
-// reads (usablePhones) include its pending increments. Call it only once
+// reads (phoneList) include its pending increments. Call it only once
 // the caller's checks are all done, like any write.
 func (t *Tx) bumpLater(tenantID string, env sb.Environment, name, day string) {
 	if t.bumps == nil {
@@ -261,47 +261,39 @@ type phoneKey struct {
 // phoneCounter is the name of a phone's daily counter.
 func phoneCounter(id string) string { return "phone:" + id }
 
-// usablePhones returns the tenant's phones that can take one more message
-// on channel at now (sb.Routing.Usable), with today's use. A transaction
-// takes a tenant's phones once, from the phone cache or in one query, and
-// then counts its own sends on top (see counted): a batch of sends costs
-// one query at most, not one each.
-func (t *Tx) usablePhones(ctx context.Context, tenantID string, env sb.Environment, channel, day string, now time.Time) ([]sb.PhoneUse, error) {
-	key := phoneKey{tenantID, env, day}
-	all, ok := t.phones[key]
-	if !ok {
-		var version int64
-		if err := t.queryRow(ctx, `SELECT phones_version FROM tenants WHERE id = ?`, tenantID).Scan(&version); err != nil {
-			return nil, err
-		}
-		if all, ok = t.db.phoneCache.get(key, version, now); !ok {
-			var err error
-			if all, err = t.loadPhones(ctx, key, version, now); err != nil {
-				return nil, err
-			}
-		} else {
-			t.cachedPhones(key)
-		}
-		if t.phones == nil {
-			t.phones = map[phoneKey][]sb.PhoneUse{}
-		}
-		t.phones[key] = all
-	}
-	out := make([]sb.PhoneUse, 0, len(all))
-	for _, u := range all {
-		if len(t.counted) > 0 {
-			u.Used += t.counted[counterKey{tenantID, env, phoneCounter(u.Phone.ID), day}]
-		}
-		if t.db.routing.Usable(u, channel, now) {
-			out = append(out, u)
-		}
-	}
-	return out, nil
+// txPhones is a tenant's phones as a transaction sees them, with their use
+// on the day, this transaction's own counts included.
+type txPhones struct {
+	uses   []sb.PhoneUse
+	index  map[string]int // phone id -> position in uses
+	cached bool           // taken from the phone cache
 }
 
-// loadPhones reads key's phones with their use from the database and
-// refreshes the cache with them, read at version.
-func (t *Tx) loadPhones(ctx context.Context, key phoneKey, version int64, now time.Time) ([]sb.PhoneUse, error) {
+// phoneList returns key's phones for this transaction. A transaction takes
+// a tenant's phones once, from the phone cache or in one query, and counts
+// its own sends on them: a batch of sends costs one query at most, not one
+// each.
+func (t *Tx) phoneList(ctx context.Context, key phoneKey, now time.Time) (*txPhones, error) {
+	if tp := t.phones[key]; tp != nil {
+		return tp, nil
+	}
+	var version int64
+	if err := t.queryRow(ctx, `SELECT phones_version FROM tenants WHERE id = ?`, key.tenantID).Scan(&version); err != nil {
+		return nil, err
+	}
+	uses, cached := t.db.phoneCache.get(key, version, now)
+	if !cached {
+		var err error
+		if uses, err = t.readPhones(ctx, key); err != nil {
+			return nil, err
+		}
+		t.db.phoneCache.put(key, version, uses, now)
+	}
+	return t.keepPhones(key, uses, cached), nil
+}
+
+// readPhones reads key's phones with their use from the database.
+func (t *Tx) readPhones(ctx context.Context, key phoneKey) ([]sb.PhoneUse, error) {
 	ps, err := phonesWithUse(ctx, t.query, key.tenantID, key.env, key.day, "")
 	if err != nil {
 		return nil, err
@@ -310,39 +302,51 @@ func (t *Tx) loadPhones(ctx context.Context, key phoneKey, version int64, now ti
 	for i, p := range ps {
 		uses[i] = sb.PhoneUse{Phone: p, Used: p.SentToday}
 	}
-	// Counted by this transaction and not committed: not in the rows, nor
-	// in the cache.
-	t.db.phoneCache.put(key, version, uses, now)
-	if t.fromCache != nil {
-		delete(t.fromCache, key)
-	}
 	return uses, nil
 }
 
-func (t *Tx) cachedPhones(key phoneKey) {
-	if t.fromCache == nil {
-		t.fromCache = map[phoneKey]bool{}
+// keepPhones makes uses the transaction's list of key's phones, with what
+// the transaction has counted on them so far.
+func (t *Tx) keepPhones(key phoneKey, uses []sb.PhoneUse, cached bool) *txPhones {
+	tp := &txPhones{uses: uses, index: make(map[string]int, len(uses)), cached: cached}
+	for i, u := range uses {
+		tp.index[u.Phone.ID] = i
 	}
-	t.fromCache[key] = true
+	for k, n := range t.counted {
+		if id, ok := strings.CutPrefix(k.name, "phone:"); ok && k.tenantID == key.tenantID && k.env == key.env && k.day == key.day {
+			if i, ok := tp.index[id]; ok {
+				tp.uses[i].Used += n
+			}
+		}
+	}
+	if t.phones == nil {
+		t.phones = map[phoneKey]*txPhones{}
+	}
+	t.phones[key] = tp
+	return tp
 }
 
-// freshPhones reads key's phones again from the database when this
-// transaction took them from the cache, and reports whether it did: a pick
-// that found no phone in a cached list looks again before it refuses.
-func (t *Tx) freshPhones(ctx context.Context, key phoneKey, now time.Time) (bool, error) {
-	if !t.fromCache[key] {
-		return false, nil
-	}
-	var version int64
-	if err := t.queryRow(ctx, `SELECT phones_version FROM tenants WHERE id = ?`, key.tenantID).Scan(&version); err != nil {
-		return false, err
-	}
-	all, err := t.loadPhones(ctx, key, version, now)
+// pickPhone chooses the phone of a message by the routing rules
+// (sb.Routing.Pick). A pick that finds no phone in a list taken from the
+// phone cache looks again in the database before it gives up.
+func (t *Tx) pickPhone(ctx context.Context, key phoneKey, channel, from, sticky, exclude string, now time.Time) (*sb.Phone, error) {
+	tp, err := t.phoneList(ctx, key, now)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	t.phones[key] = all
-	return true, nil
+	chosen := t.db.routing.Pick(tp.uses, channel, from, sticky, exclude, now)
+	if chosen == nil && tp.cached {
+		uses, err := t.readPhones(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		tp = t.keepPhones(key, uses, false)
+		chosen = t.db.routing.Pick(tp.uses, channel, from, sticky, exclude, now)
+	}
+	if chosen == nil {
+		return nil, nil
+	}
+	return chosen.Phone, nil
 }
 
 // countOnPhone counts a message against its phone's daily limit on day:
@@ -350,9 +354,17 @@ func (t *Tx) freshPhones(ctx context.Context, key phoneKey, now time.Time) (bool
 // commit when it has none (see bumpLater).
 func (t *Tx) countOnPhone(ctx context.Context, env sb.Environment, p *sb.Phone, day string) error {
 	if p.DailyLimit > 0 {
-		return t.bumpUnder(ctx, p.TenantID, env, phoneCounter(p.ID), day, p.DailyLimit)
+		if err := t.bumpUnder(ctx, p.TenantID, env, phoneCounter(p.ID), day, p.DailyLimit); err != nil {
+			return err
+		}
+	} else {
+		t.bumpLater(p.TenantID, env, phoneCounter(p.ID), day)
 	}
-	t.bumpLater(p.TenantID, env, phoneCounter(p.ID), day)
+	if tp := t.phones[phoneKey{p.TenantID, env, day}]; tp != nil {
+		if i, ok := tp.index[p.ID]; ok {
+			tp.uses[i].Used++
+		}
+	}
 	return nil
 }
 
@@ -429,26 +441,16 @@ func (db *DB) acceptFn(ctx context.Context, s *sb.Send, h *handover) func(*Tx) e
 				return errNewContactLimit(s.NewContactLimit)
 			}
 		}
-		phones, err := tx.usablePhones(ctx, m.TenantID, m.Env, m.Channel, day, now)
+		key := phoneKey{m.TenantID, m.Env, day}
+		chosen, err := tx.pickPhone(ctx, key, m.Channel, s.From, rcp.phoneID, "", now)
 		if err != nil {
 			return err
 		}
-		if len(phones) == 0 && s.Auto && m.Channel == sb.ChannelChat {
+		if chosen == nil && s.Auto && m.Channel == sb.ChannelChat {
 			// auto: no phone that sends chat can take it, so it goes by sms.
 			m.Channel = sb.ChannelSMS
-			if phones, err = tx.usablePhones(ctx, m.TenantID, m.Env, m.Channel, day, now); err != nil {
+			if chosen, err = tx.pickPhone(ctx, key, m.Channel, s.From, rcp.phoneID, "", now); err != nil {
 				return err
-			}
-		}
-		chosen := sb.PickPhone(phones, s.From, rcp.phoneID)
-		if chosen == nil {
-			if again, err := tx.freshPhones(ctx, phoneKey{m.TenantID, m.Env, day}, now); err != nil {
-				return err
-			} else if again {
-				if phones, err = tx.usablePhones(ctx, m.TenantID, m.Env, m.Channel, day, now); err != nil {
-					return err
-				}
-				chosen = sb.PickPhone(phones, s.From, rcp.phoneID)
 			}
 		}
 		if chosen == nil {
@@ -457,8 +459,8 @@ func (db *DB) acceptFn(ctx context.Context, s *sb.Send, h *handover) func(*Tx) e
 			}
 			return errNoPhone
 		}
-		m.From, m.PhoneID, m.PhoneKind = chosen.Phone.Number, chosen.Phone.ID, chosen.Phone.Kind
-		if err := tx.countOnPhone(ctx, m.Env, chosen.Phone, day); err != nil {
+		m.From, m.PhoneID, m.PhoneKind = chosen.Number, chosen.ID, chosen.Kind
+		if err := tx.countOnPhone(ctx, m.Env, chosen, day); err != nil {
 			return err
 		}
 		if !rcp.known {
