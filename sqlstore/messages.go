@@ -261,6 +261,16 @@ type phoneKey struct {
 // phoneCounter is the name of a phone's daily counter.
 func phoneCounter(id string) string { return "phone:" + id }
 
+// sendsOn reports whether any of the phones sends on channel.
+func sendsOn(uses []sb.PhoneUse, channel string) bool {
+	for _, u := range uses {
+		if u.Phone.HasChannel(channel) {
+			return true
+		}
+	}
+	return false
+}
+
 // txPhones is a tenant's phones as a transaction sees them, with their use
 // on the day, this transaction's own counts included.
 type txPhones struct {
@@ -281,13 +291,13 @@ func (t *Tx) phoneList(ctx context.Context, key phoneKey, now time.Time) (*txPho
 	if err := t.queryRow(ctx, `SELECT phones_version FROM tenants WHERE id = ?`, key.tenantID).Scan(&version); err != nil {
 		return nil, err
 	}
-	uses, cached := t.db.phoneCache.get(key, version, now)
+	uses, cached := t.db.phoneCache.get(key, version)
 	if !cached {
 		var err error
 		if uses, err = t.readPhones(ctx, key); err != nil {
 			return nil, err
 		}
-		t.db.phoneCache.put(key, version, uses, now)
+		t.db.phoneCache.put(key, version, uses)
 	}
 	return t.keepPhones(key, uses, cached), nil
 }
@@ -328,14 +338,16 @@ func (t *Tx) keepPhones(key phoneKey, uses []sb.PhoneUse, cached bool) *txPhones
 
 // pickPhone chooses the phone of a message by the routing rules
 // (sb.Routing.Pick). A pick that finds no phone in a list taken from the
-// phone cache looks again in the database before it gives up.
+// phone cache looks again in the database before it gives up, unless no
+// phone sends on the channel at all (a change of channels would have
+// changed the phones' version).
 func (t *Tx) pickPhone(ctx context.Context, key phoneKey, channel, from, sticky, exclude string, now time.Time) (*sb.Phone, error) {
 	tp, err := t.phoneList(ctx, key, now)
 	if err != nil {
 		return nil, err
 	}
 	chosen := t.db.routing.Pick(tp.uses, channel, from, sticky, exclude, now)
-	if chosen == nil && tp.cached {
+	if chosen == nil && tp.cached && sendsOn(tp.uses, channel) {
 		uses, err := t.readPhones(ctx, key)
 		if err != nil {
 			return nil, err

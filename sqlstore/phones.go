@@ -390,12 +390,13 @@ type phoneSnap struct {
 }
 
 // get returns a copy of key's phones with their use, if an entry of
-// version younger than phoneCacheTTL has them.
-func (c *phoneCache) get(key phoneKey, version int64, now time.Time) ([]sb.PhoneUse, bool) {
+// version younger than phoneCacheTTL (by the clock, not a message's time)
+// has them.
+func (c *phoneCache) get(key phoneKey, version int64) ([]sb.PhoneUse, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.entries[key]
-	if s == nil || s.version != version || now.Sub(s.loaded) >= phoneCacheTTL || now.Before(s.loaded) {
+	if s == nil || s.version != version || time.Since(s.loaded) >= phoneCacheTTL {
 		return nil, false
 	}
 	out := slices.Clone(s.uses)
@@ -405,7 +406,8 @@ func (c *phoneCache) get(key phoneKey, version int64, now time.Time) ([]sb.Phone
 	return out, true
 }
 
-func (c *phoneCache) put(key phoneKey, version int64, uses []sb.PhoneUse, now time.Time) {
+func (c *phoneCache) put(key phoneKey, version int64, uses []sb.PhoneUse) {
+	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.entries == nil {
