@@ -629,9 +629,7 @@ func TestDeviceTwoNodes(t *testing.T) {
 	devOnlyAndroid(t, nodeA, tn)
 	_, _, code := devPhone(t, nodeA, tn.Live, nil)
 	b, _ := devAgent(t, nodeB, code, agent.Options{}, true)
-	eventually(t, 30*time.Second, "the stream on node B", func() bool {
-		return b.Events() >= 0 && nodeB.logs.String() != "" && strings.Contains(nodeB.logs.String(), "device connected")
-	})
+	eventually(t, 30*time.Second, "the stream on node B", b.Connected)
 	sent := time.Now()
 	id := msgSend(t, nodeA, tn.Live, map[string]any{"to": msgAwake(t), "body": "across nodes"})["message_id"].(string)
 	devHeld(t, b, id)
