@@ -753,3 +753,54 @@ func selfSignedCert(t testing.TB) (certFile, keyFile string, pool *x509.CertPool
 	pool.AddCert(cert)
 	return certFile, keyFile, pool
 }
+
+// TestPhoneAgentCommand runs `switchboard phone-agent` as a person would:
+// it pairs with the code, sends what the phone is given, turns a line of
+// its input into an inbound text, and with --state comes back after a
+// restart without a new code.
+func TestPhoneAgentCommand(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, sqliteURL(t), devArgs...)
+	tn := msgTenant(t, s.DB)
+	devOnlyAndroid(t, s, tn)
+	_, number, code := devPhone(t, s, tn.Live, nil)
+	state := filepath.Join(t.TempDir(), "agent.json")
+	start := func(args ...string) (out *syncBuffer, in io.WriteCloser, stop func() error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		pr, pw := io.Pipe()
+		out = &syncBuffer{}
+		done := make(chan error, 1)
+		go func() {
+			done <- phoneAgentCmd(ctx, append([]string{"--url", devURL(s), "--state", state}, args...), noEnv, pr, out, io.Discard)
+		}()
+		eventually(t, 30*time.Second, "the agent to pair", func() bool { return strings.Contains(out.String(), `"status":"paired"`) })
+		return out, pw, func() error { cancel(); pw.Close(); return <-done }
+	}
+	out, in, stop := start("--code", code)
+	id := msgSend(t, s, tn.Live, map[string]any{"to": msgAwake(t), "body": "from the agent"})["message_id"].(string)
+	msgWait(t, s, tn.Live, id, "delivered")
+	if !strings.Contains(out.String(), `"sent":"`+id+`"`) {
+		t.Errorf("the agent did not print the message it sent: %s", out.String())
+	}
+	from := msgAwake(t)
+	io.WriteString(in, from+" STOP\n")
+	eventually(t, 30*time.Second, "the inbound STOP", func() bool {
+		list := msgList(t, s, tn.Live, "direction=inbound").List()
+		return len(list) == 1 && list[0]["from"] == from && list[0]["to"] == number && list[0]["body"] == "STOP"
+	})
+	if err := stop(); err != nil {
+		t.Fatalf("phone-agent: %v", err)
+	}
+	// Again, with the pairing it kept and no code.
+	_, _, stop = start()
+	id = msgSend(t, s, tn.Live, map[string]any{"to": msgAwake(t), "body": "after a restart"})["message_id"].(string)
+	msgWait(t, s, tn.Live, id, "delivered")
+	if err := stop(); err != nil {
+		t.Fatalf("phone-agent: %v", err)
+	}
+	// Without a code or a kept pairing it says what is missing.
+	var errOut bytes.Buffer
+	if err := phoneAgentCmd(context.Background(), []string{"--url", devURL(s)}, noEnv, strings.NewReader(""), io.Discard, &errOut); err == nil || !strings.Contains(err.Error(), "--code") {
+		t.Errorf("phone-agent without a code: %v", err)
+	}
+}

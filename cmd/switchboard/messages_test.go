@@ -887,6 +887,18 @@ func TestMessageStickyPhone(t *testing.T) {
 				t.Fatalf("reply sent from %v, want %s (the number written to)", from, second.Number)
 			}
 		}
+		// Its phone gone, a recipient sticks to the next phone used for it,
+		// even when a less used phone comes.
+		if r := s.do(t, "DELETE", "/v1/phones/"+second.ID, tn.Live, nil); r.Status != 200 {
+			t.Fatalf("delete: %d %s", r.Status, r.Raw)
+		}
+		if from := msgSend(t, s, tn.Live, map[string]any{"to": w, "body": "after"})["from"]; from != tn.Phone.Number {
+			t.Fatalf("after its phone was deleted: sent from %v, want %s", from, tn.Phone.Number)
+		}
+		third := msgAddPhone(t, db, tn.ID, "--daily-limit", "0")
+		if from := msgSend(t, s, tn.Live, map[string]any{"to": w, "body": "again"})["from"]; from != tn.Phone.Number {
+			t.Fatalf("with a new, unused phone %s: sent from %v, want the new sticky %s", third.Number, from, tn.Phone.Number)
+		}
 	})
 }
 
