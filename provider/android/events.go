@@ -51,12 +51,11 @@ func (st *streams) wake(phoneID string) {
 	st.mu.Unlock()
 }
 
-// Connected returns how many phones have an events stream open on this
-// node.
-func (s *Server) Connected() int {
-	s.streams.mu.Lock()
-	defer s.streams.mu.Unlock()
-	return len(s.streams.phones)
+// count returns how many phones have an events stream open on this node.
+func (st *streams) count() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.phones)
 }
 
 // events is GET /events: a Server-Sent Events stream that says

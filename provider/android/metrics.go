@@ -30,11 +30,7 @@ func newMetrics(reg prometheus.Registerer, st *streams) metrics {
 	}
 	if reg != nil {
 		streams := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchboard_device_streams",
-			Help: "Phones whose device holds an event stream open on this node."}, func() float64 {
-			st.mu.Lock()
-			defer st.mu.Unlock()
-			return float64(len(st.phones))
-		})
+			Help: "Phones whose device holds an event stream open on this node."}, func() float64 { return float64(st.count()) })
 		reg.MustRegister(m.handed, m.reports, m.moved, m.inbound, m.pairings, streams)
 	}
 	return m
