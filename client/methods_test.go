@@ -31,15 +31,15 @@ type routeRecorder struct {
 }
 
 type routeCall struct {
-	method, path string
-	status       int
+	method, path, query string
+	status              int
 }
 
 func (r *routeRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := r.next.RoundTrip(req)
 	if err == nil {
 		r.mu.Lock()
-		r.calls = append(r.calls, routeCall{req.Method, req.URL.Path, resp.StatusCode})
+		r.calls = append(r.calls, routeCall{req.Method, req.URL.Path, req.URL.RawQuery, resp.StatusCode})
 		r.mu.Unlock()
 	}
 	return resp, err

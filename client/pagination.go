@@ -76,8 +76,9 @@ func list[T any](ctx context.Context, c *Client, q url.Values, segments ...strin
 }
 
 // nextPage returns the URL of the Link header's rel="next", resolved
-// against the URL of the page that carried it, or nil on the last page. It
-// refuses a link to another origin, which would receive the API key.
+// against the URL of the page that carried it (and put under the base URL's
+// path prefix when it is not), or nil on the last page. It refuses a link
+// to another origin, which would receive the API key.
 func (c *Client) nextPage(cur *url.URL, h http.Header) (*url.URL, error) {
 	ref := nextLink(h.Values("Link"))
 	if ref == "" {
@@ -88,6 +89,14 @@ func (c *Client) nextPage(cur *url.URL, h http.Header) (*url.URL, error) {
 		return nil, fmt.Errorf("switchboard: the Link header's next page %q: %w", ref, err)
 	}
 	next := cur.ResolveReference(r)
+	if prefix := c.base.Path; prefix != "" && !strings.HasPrefix(next.Path, prefix+"/") {
+		// The API is served under a prefix by a proxy that passed the
+		// server's Link, which knows no prefix, through unchanged.
+		next.Path = prefix + next.Path
+		if next.RawPath != "" {
+			next.RawPath = c.base.EscapedPath() + next.RawPath
+		}
+	}
 	if next.Scheme != c.base.Scheme || next.Host != c.base.Host {
 		return nil, fmt.Errorf("switchboard: the Link header's next page is on another origin (%s://%s); not following it", next.Scheme, next.Host)
 	}
