@@ -146,7 +146,11 @@ func TestSendRetriedIdempotently(t *testing.T) {
 				if s.answer == nil {
 					continue
 				}
-				var first struct{ Data struct{ MessageID string `json:"message_id"` } }
+				var first struct {
+					Data struct {
+						MessageID string `json:"message_id"`
+					}
+				}
 				if err := json.Unmarshal(s.answer, &first); err != nil || first.Data.MessageID != res.MessageID {
 					t.Fatalf("first answer %s, the client got message %s", s.answer, res.MessageID)
 				}

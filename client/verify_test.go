@@ -215,4 +215,3 @@ func TestParseEvent(t *testing.T) {
 		}
 	}
 }
-
