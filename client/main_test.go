@@ -15,7 +15,6 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -232,4 +231,3 @@ func jsonString(v any) string {
 	return string(b)
 }
 
-var _ = strings.TrimSpace

@@ -119,6 +119,17 @@ func (a *WebhookAttempt) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// MarshalJSON writes an attempt as the API does, its Duration as
+// duration_ms.
+func (a WebhookAttempt) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		At         time.Time `json:"at"`
+		StatusCode *int      `json:"status_code"`
+		Error      *string   `json:"error"`
+		DurationMS int64     `json:"duration_ms"`
+	}{a.At, a.StatusCode, a.Error, a.Duration.Milliseconds()})
+}
+
 // ListWebhookDeliveries iterates over a webhook's delivery log, newest
 // first, each delivery with all its attempts
 // (GET /v1/webhooks/{id}/deliveries). p may be nil.
