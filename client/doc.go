@@ -3,7 +3,10 @@
 // for, pagination as iterators, and the verification of webhook deliveries.
 //
 // It uses only the standard library and nothing of the server, so a program
-// that sends messages imports it alone.
+// that sends messages imports it alone. It is not a client of the device
+// protocol under /api/mobile/v1, which belongs to the Android app
+// (switchboard phone-agent speaks it). docs/client.md describes the package
+// and the decisions it makes where the API's contract is silent.
 //
 //	c, err := client.New("http://127.0.0.1:8080", os.Getenv("SWITCHBOARD_KEY"))
 //	if err != nil {
