@@ -1,0 +1,148 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// PhoneKind says what delivers a phone's messages.
+type PhoneKind string
+
+// The phone kinds.
+const (
+	PhoneSimulated PhoneKind = "simulated" // the built-in simulator
+	PhoneAndroid   PhoneKind = "android"   // a real phone running SMS Gateway for Android
+)
+
+// PhoneStatus says whether a phone can take messages.
+type PhoneStatus string
+
+// The phone statuses.
+const (
+	PhoneOnline  PhoneStatus = "online"
+	PhoneOffline PhoneStatus = "offline"
+)
+
+// Phone is a sending phone of the tenant.
+type Phone struct {
+	ID       string      `json:"id"`
+	Number   string      `json:"number"` // E.164
+	Kind     PhoneKind   `json:"kind"`
+	Status   PhoneStatus `json:"status"`
+	Channels []Channel   `json:"channels"`
+	// DailyLimit is the messages per UTC day; nil: none.
+	DailyLimit *int `json:"daily_limit"`
+	// RateLimit is the messages a minute handed to the phone; nil: none.
+	RateLimit *int `json:"rate_limit"`
+	// SentToday counts the messages of the caller's environment counted
+	// against the daily limit today (UTC).
+	SentToday int `json:"sent_today"`
+	// LastSeenAt is when the paired device was last seen.
+	LastSeenAt *time.Time `json:"last_seen_at"`
+	// Device is the paired device of an android phone; nil before pairing
+	// and for other kinds.
+	Device    *Device   `json:"device"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Device is the Android device paired with a phone.
+type Device struct {
+	// Name is the name the device gave itself.
+	Name string `json:"name"`
+	// SIMNumber is the SIM the phone sends with (1 to 3); nil: the
+	// phone's choice.
+	SIMNumber *int `json:"sim_number"`
+}
+
+// Pairing is a one-time code that pairs an Android phone: type it into the
+// app before ExpiresAt.
+type Pairing struct {
+	Code      string    `json:"code"` // 8 digits
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// NewPhone is a phone just added, with its pairing code.
+type NewPhone struct {
+	Phone
+	Pairing Pairing `json:"pairing"`
+}
+
+// CreatePhoneParams are the fields of a new Android phone.
+type CreatePhoneParams struct {
+	// Number is the phone's own number, E.164 (required).
+	Number string `json:"number"`
+	// DailyLimit is the messages per UTC day: left out, the default
+	// (1,000); Null, none.
+	DailyLimit Nullable[int] `json:"daily_limit,omitzero"`
+	// RateLimit is the messages a minute handed to the phone; 0: none.
+	RateLimit int `json:"rate_limit,omitempty"`
+	// SIMNumber is the SIM to send with, 1 to 3; 0: the phone's choice.
+	SIMNumber int `json:"sim_number,omitempty"`
+}
+
+// ListPhones lists the tenant's sending phones, oldest first
+// (GET /v1/phones).
+func (c *Client) ListPhones(ctx context.Context) ([]*Phone, error) {
+	var ps []*Phone
+	if err := c.call(ctx, http.MethodGet, nil, &ps, "v1", "phones"); err != nil {
+		return nil, err
+	}
+	return ps, nil
+}
+
+// GetPhone returns a phone (GET /v1/phones/{id}); an unknown id is 404
+// NOT_FOUND.
+func (c *Client) GetPhone(ctx context.Context, id string) (*Phone, error) {
+	var p Phone
+	if err := c.call(ctx, http.MethodGet, nil, &p, "v1", "phones", id); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// CreatePhone adds an Android phone, offline until it pairs with the code it
+// returns (POST /v1/phones). Live keys only: a test key gets 403 FORBIDDEN.
+// A number that is already a phone is 409 DUPLICATE_PHONE.
+func (c *Client) CreatePhone(ctx context.Context, p CreatePhoneParams) (*NewPhone, error) {
+	var np NewPhone
+	if err := c.call(ctx, http.MethodPost, p, &np, "v1", "phones"); err != nil {
+		return nil, err
+	}
+	return &np, nil
+}
+
+// UpdatePhoneParams are the changes of a phone's limits: a field left out
+// stays as it is, Null removes the limit.
+type UpdatePhoneParams struct {
+	DailyLimit Nullable[int] `json:"daily_limit,omitzero"`
+	RateLimit  Nullable[int] `json:"rate_limit,omitzero"`
+}
+
+// UpdatePhone changes a phone's limits (PATCH /v1/phones/{id}) and returns
+// it. Live keys only.
+func (c *Client) UpdatePhone(ctx context.Context, id string, p UpdatePhoneParams) (*Phone, error) {
+	var ph Phone
+	if err := c.call(ctx, http.MethodPatch, p, &ph, "v1", "phones", id); err != nil {
+		return nil, err
+	}
+	return &ph, nil
+}
+
+// DeletePhone deletes a phone (DELETE /v1/phones/{id}): its device's token
+// stops working and its waiting messages move to another phone. Live keys
+// only.
+func (c *Client) DeletePhone(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodDelete, nil, nil, "v1", "phones", id)
+}
+
+// PairPhone makes a fresh pairing code for an android phone
+// (POST /v1/phones/{id}/pairing); its earlier codes stop working. Live keys
+// only.
+func (c *Client) PairPhone(ctx context.Context, id string) (*Pairing, error) {
+	var p Pairing
+	if err := c.call(ctx, http.MethodPost, nil, &p, "v1", "phones", id, "pairing"); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}

@@ -1,0 +1,149 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// RetryPolicy says which answers are tried again and how long to wait
+// before each retry. DefaultRetryPolicy is the API's own guidance (api.md
+// section 7.3); the zero RetryPolicy never retries.
+//
+// Whatever the policy, a request is tried again only when repeating it
+// cannot do something twice: every answer but 429, 500 and 503 (so every
+// other 4xx) is returned at once, and a send is retried only with its
+// Idempotency-Key, which SendMessage always sets.
+type RetryPolicy struct {
+	// RateLimitRetries is how many times a 429 answer that carries a
+	// Retry-After header is tried again, each time after waiting the
+	// Retry-After it gave. A 429 without Retry-After (NEW_CONTACT_LIMIT,
+	// which lasts until the next UTC day) is not retried.
+	RateLimitRetries int
+	// MaxRetryAfter is the longest Retry-After the client waits for; a 429
+	// asking for longer (QUOTA_EXCEEDED waits for the next month) is
+	// returned at once, with Error.RetryAfter set.
+	MaxRetryAfter time.Duration
+	// ServerErrorDelays are the waits before the retries of a 500 answer:
+	// one retry per entry.
+	ServerErrorDelays []time.Duration
+	// UnavailableDelays are the waits before the retries of a 503 answer:
+	// one retry per entry.
+	UnavailableDelays []time.Duration
+	// NetworkErrorDelays are the waits before the retries of a request that
+	// got no answer at all (connection refused or reset, timeout), one retry
+	// per entry. Only requests that are safe to repeat are retried: GET,
+	// PATCH, DELETE and sends (which carry an Idempotency-Key).
+	NetworkErrorDelays []time.Duration
+}
+
+// DefaultRetryPolicy returns the retries of api.md section 7.3:
+//
+//   - 429: wait Retry-After seconds, then retry; at most 3 retries, and only
+//     when Retry-After is at most a minute;
+//   - 500: exponential back-off 1 s, 2 s, 4 s: at most 3 retries;
+//   - 503: exponential back-off 2 s, 4 s, 8 s, 16 s, 32 s: at most 5
+//     retries;
+//   - no answer at all: 1 s, 2 s, 4 s, for requests safe to repeat;
+//   - any other status: no retry.
+//
+// "Max 3 attempts" and "max 5 attempts" of section 7.3 are read as retry
+// attempts, so that each back-off step the table lists (1, 2 and 4 s for
+// a 500) is used; the 503 sequence goes on doubling to its fifth retry.
+func DefaultRetryPolicy() RetryPolicy {
+	return RetryPolicy{
+		RateLimitRetries:   3,
+		MaxRetryAfter:      time.Minute,
+		ServerErrorDelays:  []time.Duration{1 * time.Second, 2 * time.Second, 4 * time.Second},
+		UnavailableDelays:  []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second},
+		NetworkErrorDelays: []time.Duration{1 * time.Second, 2 * time.Second, 4 * time.Second},
+	}
+}
+
+// Clock is the time source of retries: Now decides whether a wait would
+// outlast the context's deadline, and Sleep waits. Tests inject one to run
+// retries without waiting; the default is the real time.
+type Clock interface {
+	Now() time.Time
+	// Sleep waits d or until ctx ends, and returns ctx.Err() in the latter
+	// case.
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// retryState counts the retries of one call, per kind of failure.
+type retryState struct {
+	rateLimited, serverError, unavailable, network int
+}
+
+// delay returns how long to wait before retrying after apiErr (an answer) or
+// netErr (no answer), and false when the call must not be retried.
+func (p *RetryPolicy) delay(st *retryState, r *request, apiErr *Error, netErr error) (time.Duration, bool) {
+	if r.isSend && r.idempotencyKey == "" {
+		// Only the Idempotency-Key makes a repeated send safe.
+		return 0, false
+	}
+	next := func(delays []time.Duration, n *int) (time.Duration, bool) {
+		if *n >= len(delays) {
+			return 0, false
+		}
+		d := delays[*n]
+		*n++
+		return d, true
+	}
+	if netErr != nil {
+		if !r.safeToRepeat() {
+			return 0, false
+		}
+		return next(p.NetworkErrorDelays, &st.network)
+	}
+	switch apiErr.StatusCode {
+	case http.StatusTooManyRequests:
+		if apiErr.RetryAfter <= 0 || apiErr.RetryAfter > p.MaxRetryAfter || st.rateLimited >= p.RateLimitRetries {
+			return 0, false
+		}
+		st.rateLimited++
+		return apiErr.RetryAfter, true
+	case http.StatusInternalServerError:
+		return next(p.ServerErrorDelays, &st.serverError)
+	case http.StatusServiceUnavailable:
+		return next(p.UnavailableDelays, &st.unavailable)
+	}
+	return 0, false
+}
+
+// parseRetryAfter reads a Retry-After value: whole seconds, or an HTTP date
+// (RFC 9110 section 10.2.3). It returns 0 when the value is absent or
+// unreadable.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 || n > 1<<31 {
+			return 0
+		}
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}

@@ -1,0 +1,150 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"iter"
+	"net/http"
+	"time"
+)
+
+// EventType is the type of a webhook event.
+type EventType string
+
+// The event types.
+const (
+	EventMessageDelivered EventType = "message.delivered" // an outbound message reached the recipient
+	EventMessageFailed    EventType = "message.failed"    // delivery of an outbound message failed
+	EventMessageReceived  EventType = "message.received"  // an inbound message arrived
+)
+
+// Webhook is a registered endpoint. Its secret is never returned.
+type Webhook struct {
+	ID     string      `json:"id"`
+	URL    string      `json:"url"`
+	Events []EventType `json:"events"`
+	// Environment is the environment of the key that registered it; only
+	// its events are delivered.
+	Environment Environment `json:"environment"`
+	CreatedAt   time.Time   `json:"created_at"`
+}
+
+// CreateWebhookParams are the fields of a new webhook; all are required.
+type CreateWebhookParams struct {
+	// URL is an absolute http or https URL; private and loopback addresses
+	// are refused unless the server allows them.
+	URL string `json:"url"`
+	// Events is a non-empty subset of the event types.
+	Events []EventType `json:"events"`
+	// Secret (16 to 256 characters, chosen by you) signs every delivery;
+	// give the same to WebhookVerifier or VerifySignature.
+	Secret string `json:"secret"`
+}
+
+// CreateWebhook registers an endpoint for the events of the key's tenant
+// and environment (POST /v1/webhooks).
+func (c *Client) CreateWebhook(ctx context.Context, p CreateWebhookParams) (*Webhook, error) {
+	var w Webhook
+	if err := c.call(ctx, http.MethodPost, p, &w, "v1", "webhooks"); err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
+// ListWebhooks lists the webhooks of the key's environment, oldest first
+// (GET /v1/webhooks).
+func (c *Client) ListWebhooks(ctx context.Context) ([]*Webhook, error) {
+	var ws []*Webhook
+	if err := c.call(ctx, http.MethodGet, nil, &ws, "v1", "webhooks"); err != nil {
+		return nil, err
+	}
+	return ws, nil
+}
+
+// DeleteWebhook deletes a webhook (DELETE /v1/webhooks/{id}); its pending
+// deliveries end as failed.
+func (c *Client) DeleteWebhook(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodDelete, nil, nil, "v1", "webhooks", id)
+}
+
+// DeliveryStatus is the state of a webhook delivery.
+type DeliveryStatus string
+
+// The delivery statuses.
+const (
+	DeliveryPending   DeliveryStatus = "pending"   // attempts remain
+	DeliverySucceeded DeliveryStatus = "succeeded" // an attempt got a 2xx
+	DeliveryFailed    DeliveryStatus = "failed"    // the third retry failed too
+)
+
+// WebhookDelivery is one event on its way to one webhook.
+type WebhookDelivery struct {
+	// ID is the delivery id: the X-Service-Delivery and webhook-id header
+	// of every attempt.
+	ID        string         `json:"id"`
+	Event     EventType      `json:"event"`
+	MessageID string         `json:"message_id"`
+	Status    DeliveryStatus `json:"status"`
+	// Attempts are every attempt, oldest first.
+	Attempts []WebhookAttempt `json:"attempts"`
+	// NextAttemptAt is when the next attempt is due while pending.
+	NextAttemptAt *time.Time `json:"next_attempt_at"`
+	CreatedAt     time.Time  `json:"created_at"`
+}
+
+// WebhookAttempt is one attempt of a delivery.
+type WebhookAttempt struct {
+	// At is when the attempt started.
+	At time.Time
+	// StatusCode is the endpoint's HTTP status; nil when no answer came.
+	StatusCode *int
+	// Error says why the attempt failed; nil on success.
+	Error *string
+	// Duration is how long the attempt took (to the millisecond).
+	Duration time.Duration
+}
+
+// UnmarshalJSON reads an attempt, its duration_ms as a Duration.
+func (a *WebhookAttempt) UnmarshalJSON(b []byte) error {
+	var v struct {
+		At         time.Time `json:"at"`
+		StatusCode *int      `json:"status_code"`
+		Error      *string   `json:"error"`
+		DurationMS int64     `json:"duration_ms"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*a = WebhookAttempt{At: v.At, StatusCode: v.StatusCode, Error: v.Error, Duration: time.Duration(v.DurationMS) * time.Millisecond}
+	return nil
+}
+
+// MarshalJSON writes an attempt as the API does, its Duration as
+// duration_ms.
+func (a WebhookAttempt) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		At         time.Time `json:"at"`
+		StatusCode *int      `json:"status_code"`
+		Error      *string   `json:"error"`
+		DurationMS int64     `json:"duration_ms"`
+	}{a.At, a.StatusCode, a.Error, a.Duration.Milliseconds()})
+}
+
+// ListWebhookDeliveries iterates over a webhook's delivery log, newest
+// first, each delivery with all its attempts
+// (GET /v1/webhooks/{id}/deliveries). p may be nil.
+func (c *Client) ListWebhookDeliveries(ctx context.Context, webhookID string, p *ListParams) iter.Seq2[*WebhookDelivery, error] {
+	return list[WebhookDelivery](ctx, c, p.values(nil), "v1", "webhooks", webhookID, "deliveries")
+}
+
+// RetryWebhookDelivery sends a failed delivery again
+// (POST /v1/webhooks/{id}/deliveries/{delivery_id}/retry): an attempt now,
+// then up to three retries. It returns the delivery, pending again. A
+// delivery that is pending or succeeded is 409 DELIVERY_NOT_FAILED.
+func (c *Client) RetryWebhookDelivery(ctx context.Context, webhookID, deliveryID string) (*WebhookDelivery, error) {
+	var d WebhookDelivery
+	if err := c.call(ctx, http.MethodPost, nil, &d, "v1", "webhooks", webhookID, "deliveries", deliveryID, "retry"); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
