@@ -3,9 +3,7 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/auth"
@@ -66,11 +64,11 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, p *auth.Princ
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
-	if req.Name == nil || strings.TrimSpace(*req.Name) == "" {
+	if req.Name == nil {
 		return sb.Invalid("name", "name is required.")
 	}
-	if utf8.RuneCountInString(*req.Name) > 100 {
-		return sb.Invalid("name", "name must be at most 100 characters.")
+	if err := sb.CheckKeyName(*req.Name); err != nil {
+		return err
 	}
 	env := p.Env
 	if req.Environment != nil {
@@ -82,14 +80,8 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, p *auth.Princ
 	limit := 0
 	if req.RateLimit != nil {
 		limit = *req.RateLimit
-		if limit < 1 {
-			return sb.Invalid("rate_limit", "rate_limit must be a whole number of at least 1.")
-		}
-		if p.Plan.RateLimit > 0 && limit > p.Plan.RateLimit {
-			return sb.Invalid("rate_limit", "rate_limit %d is above the %s plan's ceiling of %d requests per minute.", limit, p.Tenant.Plan, p.Plan.RateLimit)
-		}
-		if limit > MaxKeyRateLimit {
-			return sb.Invalid("rate_limit", "rate_limit must be at most %d requests per minute.", MaxKeyRateLimit)
+		if err := sb.CheckKeyRateLimit(limit, p.Plan); err != nil {
+			return err
 		}
 	}
 	if p.Env == sb.Test && env == sb.Live {

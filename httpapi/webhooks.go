@@ -3,10 +3,7 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"net/url"
-	"slices"
 	"time"
-	"unicode/utf8"
 
 	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/auth"
@@ -50,30 +47,21 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, p *auth.P
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
-	if req.URL == nil || *req.URL == "" {
+	if req.URL == nil {
 		return sb.Invalid("url", "url is required.")
 	}
-	u, err := url.Parse(*req.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(*req.URL) > 2048 {
-		return sb.Invalid("url", "url must be an absolute http or https URL.")
+	if err := sb.CheckWebhookURL(*req.URL); err != nil {
+		return err
 	}
-	if len(req.Events) == 0 {
-		return sb.Invalid("events", "events must list at least one of %v.", sb.EventTypes)
-	}
-	var events []string
-	for _, e := range req.Events {
-		if !slices.Contains(sb.EventTypes, e) {
-			return sb.Invalid("events", "Unknown event %q; events are %v.", e, sb.EventTypes)
-		}
-		if !slices.Contains(events, e) {
-			events = append(events, e)
-		}
+	events, err := sb.CheckWebhookEvents(req.Events)
+	if err != nil {
+		return err
 	}
 	if req.Secret == nil {
 		return sb.Invalid("secret", "secret is required: %d to %d characters.", sb.MinSecretLength, sb.MaxSecretLength)
 	}
-	if n := utf8.RuneCountInString(*req.Secret); n < sb.MinSecretLength || n > sb.MaxSecretLength {
-		return sb.Invalid("secret", "secret must be %d to %d characters.", sb.MinSecretLength, sb.MaxSecretLength)
+	if err := sb.CheckWebhookSecret(*req.Secret); err != nil {
+		return err
 	}
 	if err := s.cfg.URLChecker.CheckURL(r.Context(), *req.URL); err != nil {
 		return sb.Invalid("url", "url is not allowed: %s.", err.Error())

@@ -1,4 +1,4 @@
-package httpapi
+package contactcsv
 
 import (
 	"errors"
@@ -9,11 +9,11 @@ import (
 	"github.com/switchboard/switchboard/phonenum"
 )
 
-// FuzzParseContactsCSV: whatever the file, the import parser never panics;
+// FuzzParse: whatever the file, the import parser never panics;
 // it refuses the whole file with a VALIDATION_ERROR naming a field, or
 // reports every data row as either a valid contact or an invalid row with
 // a reason, in file order.
-func FuzzParseContactsCSV(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	for _, seed := range []string{
 		"phone,name\n+12125550123,Ada\n",
 		"\uFEFFphone,name,plan\n+12125550123,Ada,gold\n+12125550124,,\n",
@@ -31,7 +31,7 @@ func FuzzParseContactsCSV(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		rows, err := parseContactsCSV(raw, func(*sb.Contact) {})
+		rows, err := Parse(raw, func(*sb.Contact) {})
 		if err != nil {
 			var e *sb.Error
 			if !errors.As(err, &e) || e.Code != sb.CodeValidation {
