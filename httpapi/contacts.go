@@ -293,4 +293,3 @@ func (s *Server) importContacts(w http.ResponseWriter, r *http.Request, p *auth.
 	writeData(w, http.StatusOK, out)
 	return nil
 }
-
