@@ -29,6 +29,9 @@ const (
 // ContactFilter narrows a contact list.
 type ContactFilter struct {
 	Phone string
+	// Search keeps contacts whose name (case-insensitively, for ASCII
+	// letters) or phone number contains it.
+	Search string
 }
 
 // ContactPatch is a partial update of a contact: nil fields stay as they are.

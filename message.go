@@ -228,6 +228,11 @@ type MessageFilter struct {
 	Status    string
 	Direction string
 	To        string
+	// Number matches messages from or to the number.
+	Number string
+	// Since and Until, when set, keep messages created at or after Since
+	// and before Until.
+	Since, Until time.Time
 }
 
 // Page is a cursor page request: items older than After (an id), at most Limit.

@@ -138,6 +138,9 @@ func (db *DB) Contact(ctx context.Context, tenantID string, env sb.Environment, 
 	return scanContact(db.queryRow(ctx, contactSelect+` WHERE c.tenant_id = ? AND c.environment = ? AND c.id = ?`, tenantID, string(env), id))
 }
 
+// likeEscaper escapes the wildcards of LIKE (with ESCAPE '\').
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+
 // Contacts lists the tenant's contacts, newest first, after the cursor; one
 // more than the page when more remain.
 func (db *DB) Contacts(ctx context.Context, tenantID string, env sb.Environment, f sb.ContactFilter, p sb.Page) ([]*sb.Contact, error) {
@@ -146,6 +149,11 @@ func (db *DB) Contacts(ctx context.Context, tenantID string, env sb.Environment,
 	if f.Phone != "" {
 		q += ` AND c.phone = ?`
 		args = append(args, f.Phone)
+	}
+	if f.Search != "" {
+		like := "%" + likeEscaper.Replace(strings.ToLower(f.Search)) + "%"
+		q += ` AND (LOWER(COALESCE(c.name, '')) LIKE ? ESCAPE '\' OR c.phone LIKE ? ESCAPE '\')`
+		args = append(args, like, like)
 	}
 	if p.After != "" {
 		q += ` AND c.id < ?`

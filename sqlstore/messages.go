@@ -587,6 +587,20 @@ func (db *DB) Messages(ctx context.Context, tenantID string, env sb.Environment,
 		where.WriteString(` AND to_number = ?`)
 		args = append(args, f.To)
 	}
+	if f.Number != "" {
+		where.WriteString(` AND (to_number = ? OR from_number = ?)`)
+		args = append(args, f.Number, f.Number)
+	}
+	if !f.Since.IsZero() {
+		// Ids grow with time: the bound on id keeps the scan of the
+		// index short, the one on created_at exact.
+		where.WriteString(` AND id >= ? AND created_at >= ?`)
+		args = append(args, sb.IDFloor(f.Since), sb.Micros(f.Since))
+	}
+	if !f.Until.IsZero() {
+		where.WriteString(` AND created_at < ?`)
+		args = append(args, sb.Micros(f.Until))
+	}
 	if p.After != "" {
 		where.WriteString(` AND id < ?`)
 		args = append(args, p.After)

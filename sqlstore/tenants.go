@@ -42,8 +42,16 @@ func (db *DB) SetTenantPlan(ctx context.Context, id, plan string) error {
 }
 
 // SetTenantStatus sets the tenant's status (active or suspended).
+// Suspending a tenant also ends its dashboard sessions: resuming it does
+// not bring them back.
 func (db *DB) SetTenantStatus(ctx context.Context, id, status string) error {
-	return db.updateTenant(ctx, `UPDATE tenants SET status = ? WHERE id = ?`, status, id)
+	if err := db.updateTenant(ctx, `UPDATE tenants SET status = ? WHERE id = ?`, status, id); err != nil {
+		return err
+	}
+	if status == sb.TenantSuspended {
+		return db.EndDashboardSessions(ctx, id)
+	}
+	return nil
 }
 
 // SetTrialEnd moves the end of the tenant's trial.
