@@ -13,6 +13,15 @@ const (
 	CampaignCanceled  = "canceled"
 )
 
+// Limits of a campaign.
+const (
+	MaxCampaignName = 100
+	// MaxCampaignList bounds a list of numbers or contact ids; the API's
+	// 1 MiB body limit applies as well. Larger audiences are contacts
+	// (all contacts).
+	MaxCampaignList = 50_000
+)
+
 // Where a campaign's recipients come from: exactly one of these.
 const (
 	AudienceContactIDs  = "contact_ids"

@@ -25,10 +25,8 @@ type CampaignStore interface {
 
 // Limits of a campaign.
 const (
-	MaxCampaignName = 100
-	// MaxCampaignList bounds `to` and `contact_ids`; the 1 MiB body limit
-	// applies as well. Larger audiences are contacts (all_contacts).
-	MaxCampaignList = 50_000
+	MaxCampaignName = sb.MaxCampaignName
+	MaxCampaignList = sb.MaxCampaignList
 )
 
 type campaignCountsJSON struct {
