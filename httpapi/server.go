@@ -47,6 +47,9 @@ type Config struct {
 	// under /api/mobile/v1/ (outside the envelope: it speaks the app's
 	// protocol).
 	Devices http.Handler
+	// Dashboard, when set, serves the tenants' dashboard under /dashboard/
+	// (outside the envelope: it answers with HTML pages).
+	Dashboard http.Handler
 	// URLChecker vets webhook urls at registration (SSRF).
 	URLChecker URLChecker
 	Metrics    *Metrics
@@ -142,6 +145,10 @@ func (s *Server) routes() {
 	if s.cfg.Devices != nil {
 		s.mux.Handle(DevicePrefix, s.raw(s.cfg.Devices))
 	}
+	if s.cfg.Dashboard != nil {
+		s.mux.Handle(DashboardPrefix, s.raw(s.cfg.Dashboard))
+		s.mux.Handle("GET /dashboard", s.raw(http.RedirectHandler(DashboardPrefix, http.StatusMovedPermanently)))
+	}
 
 	s.mux.Handle("POST /v1/test/inbound", s.authed(s.testInbound))
 	s.mux.Handle("POST /v1/test/simulator", s.authed(s.testSimulator))
@@ -229,6 +236,9 @@ func (*panicError) Error() string { return "handler panicked" }
 
 // DevicePrefix is where the device protocol of android phones is served.
 const DevicePrefix = "/api/mobile/v1/"
+
+// DashboardPrefix is where the dashboard is served.
+const DashboardPrefix = "/dashboard/"
 
 // raw serves a handler that answers on its own, outside the envelope.
 func (s *Server) raw(h http.Handler) http.Handler {

@@ -25,6 +25,7 @@ import (
 	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/auth"
 	"github.com/switchboard/switchboard/campaign"
+	"github.com/switchboard/switchboard/dashboard"
 	"github.com/switchboard/switchboard/delivery"
 	"github.com/switchboard/switchboard/httpapi"
 	"github.com/switchboard/switchboard/provider"
@@ -206,6 +207,11 @@ func Run(ctx context.Context, c Config) error {
 	if idp != nil {
 		authn.UseIdentityProvider(idp)
 	}
+	urlChecker := &ssrf.Guard{AllowPrivate: c.AllowPrivateWebhooks}
+	dash, err := dashboard.New(dashboard.Config{Store: db, Auth: authn, Plans: plans, Routing: routing, URLChecker: urlChecker, PublicURL: c.PublicURL})
+	if err != nil {
+		return err
+	}
 	api, err := httpapi.New(httpapi.Config{
 		Store:      db,
 		Auth:       authn,
@@ -216,7 +222,8 @@ func Run(ctx context.Context, c Config) error {
 		Metrics:    httpapi.NewMetrics(reg),
 		Routing:    routing,
 		Devices:    devices,
-		URLChecker: &ssrf.Guard{AllowPrivate: c.AllowPrivateWebhooks},
+		Dashboard:  dash,
+		URLChecker: urlChecker,
 	})
 	if err != nil {
 		return err

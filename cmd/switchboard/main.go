@@ -39,6 +39,7 @@ Usage:
   switchboard phone add --tenant TENANT_ID --number E164 [--daily-limit N] [--channels sms,chat]
   switchboard phone offline|online PHONE_ID
   switchboard phone list --tenant TENANT_ID
+  switchboard dashboard link --tenant TENANT_ID [--public-url URL]   a one-time sign-in link (15 minutes)
   switchboard phone-agent --url URL --code CODE   a reference Android device (see docs/phones.md)
   switchboard bench [flags]                       benchmark against a bare net/http handler
 
@@ -61,6 +62,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return keyCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "phone":
 		return phoneCmd(ctx, args[1:], getenv, stdout, stderr)
+	case "dashboard":
+		return dashboardCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "phone-agent":
 		return phoneAgentCmd(ctx, args[1:], getenv, os.Stdin, stdout, stderr)
 	case "bench":

@@ -1,0 +1,195 @@
+package dashboard
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	sb "github.com/switchboard/switchboard"
+	"github.com/switchboard/switchboard/phonenum"
+	"github.com/switchboard/switchboard/sqlstore"
+)
+
+// PhoneStore is what the phones page needs from storage.
+type PhoneStore interface {
+	AddPhone(ctx context.Context, p *sb.Phone, pairing *sb.Pairing) error
+	Phones(ctx context.Context, tenantID string, env sb.Environment) ([]*sb.Phone, error)
+	Phone(ctx context.Context, tenantID string, env sb.Environment, id string) (*sb.Phone, error)
+	SetPairing(ctx context.Context, tenantID, id string, pairing *sb.Pairing) error
+}
+
+// Limits of a phone added on the page (the API's).
+const (
+	maxPhoneDailyLimit = 1_000_000
+	maxPhoneRateLimit  = 6_000
+)
+
+type phonesView struct {
+	Phones []phoneRow
+	Form   phoneForm
+	Error  string
+	// Pairing is shown after a phone was added or given a new code.
+	Pairing *pairingView
+}
+
+type phoneRow struct {
+	*sb.Phone
+	Status string
+}
+
+type phoneForm struct {
+	Number, DailyLimit, RateLimit string
+}
+
+type pairingView struct {
+	Phone     *sb.Phone
+	Code      string
+	ExpiresAt time.Time
+	// ServerURL is what to type into the app's API URL; Plain is set when
+	// it is not HTTPS, which the app refuses except to 127.0.0.1.
+	ServerURL string
+	Plain     bool
+	QR        *qrCode
+	QRText    string
+}
+
+func (h *Handler) phoneRows(ctx context.Context, v *visit) ([]phoneRow, error) {
+	phones, err := h.cfg.Store.Phones(ctx, v.tenant.ID, v.env)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]phoneRow, len(phones))
+	for i, p := range phones {
+		out[i] = phoneRow{Phone: p, Status: h.cfg.Routing.Status(p, v.now)}
+	}
+	return out, nil
+}
+
+// phones lists the sending phones: status, last seen, and today's messages
+// against the daily limit (in the page's environment).
+func (h *Handler) phones(w http.ResponseWriter, r *http.Request, v *visit) error {
+	rows, err := h.phoneRows(r.Context(), v)
+	if err != nil {
+		return err
+	}
+	return h.render(w, r, v, http.StatusOK, "phones", "Phones", phonesView{Phones: rows, Form: phoneForm{DailyLimit: strconv.Itoa(sb.DefaultPhoneDailyLimit)}})
+}
+
+// errPhonesLive refuses changes to phones in the test environment, as the
+// API refuses them to a test key.
+var errPhonesLive = sb.Errorf(sb.CodeForbidden, "Phones are added and paired in live mode; switch to live data to add one.")
+
+// addPhone adds an android phone and shows how to pair it: the one-time
+// code, the server URL to type into the app, and a QR code of both.
+func (h *Handler) addPhone(w http.ResponseWriter, r *http.Request, v *visit) error {
+	if v.env != sb.Live {
+		return errPhonesLive
+	}
+	ctx := r.Context()
+	form := phoneForm{Number: strings.TrimSpace(r.PostFormValue("number")), DailyLimit: strings.TrimSpace(r.PostFormValue("daily_limit")),
+		RateLimit: strings.TrimSpace(r.PostFormValue("rate_limit"))}
+	invalid := func(err error) error {
+		e, ok := err.(*sb.Error)
+		if !ok {
+			return err
+		}
+		rows, lerr := h.phoneRows(ctx, v)
+		if lerr != nil {
+			return lerr
+		}
+		return h.render(w, r, v, http.StatusBadRequest, "phones", "Phones", phonesView{Phones: rows, Form: form, Error: e.Message})
+	}
+	if !phonenum.Valid(form.Number) {
+		return invalid(sb.Errorf(sb.CodeInvalidPhoneNumber, "The number must be in E.164 form: + and 10 to 15 digits, such as +15551234567."))
+	}
+	now := v.now.UTC().Truncate(time.Microsecond)
+	ph := &sb.Phone{ID: sb.NewID(), TenantID: v.tenant.ID, Number: form.Number, Kind: sb.PhoneAndroid, DailyLimit: sb.DefaultPhoneDailyLimit,
+		Channels: []string{sb.ChannelSMS}, Status: sb.PhoneOnline, CreatedAt: now}
+	whole := func(s, what string, max int) (int, error) {
+		if s == "" {
+			return 0, nil
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > max {
+			return 0, sb.Invalid(what, "The %s must be a whole number from 1 to %d, or empty for none.", strings.ReplaceAll(what, "_", " "), max)
+		}
+		return n, nil
+	}
+	var err error
+	if ph.DailyLimit, err = whole(form.DailyLimit, "daily_limit", maxPhoneDailyLimit); err != nil {
+		return invalid(err)
+	}
+	if ph.RateLimit, err = whole(form.RateLimit, "rate_limit", maxPhoneRateLimit); err != nil {
+		return invalid(err)
+	}
+	pairing, err := newPairing(now, func(p *sb.Pairing) error { return h.cfg.Store.AddPhone(ctx, ph, p) })
+	if err != nil {
+		return invalid(err)
+	}
+	return h.showPairing(w, r, v, ph, pairing)
+}
+
+// pairPhone gives an android phone a fresh code; its earlier codes stop
+// working, and pairing replaces its device.
+func (h *Handler) pairPhone(w http.ResponseWriter, r *http.Request, v *visit) error {
+	if v.env != sb.Live {
+		return errPhonesLive
+	}
+	ctx := r.Context()
+	ph, err := h.cfg.Store.Phone(ctx, v.tenant.ID, v.env, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	pairing, err := newPairing(v.now.UTC(), func(p *sb.Pairing) error { return h.cfg.Store.SetPairing(ctx, v.tenant.ID, ph.ID, p) })
+	if err != nil {
+		return err
+	}
+	return h.showPairing(w, r, v, ph, pairing)
+}
+
+// newPairing makes a code and stores it, making another in the rare case
+// that another phone's live code is the same (as the API does).
+func newPairing(now time.Time, store func(*sb.Pairing) error) (*sb.Pairing, error) {
+	for attempt := 0; ; attempt++ {
+		p, err := sb.NewPairing(now.Truncate(time.Second))
+		if err != nil {
+			return nil, err
+		}
+		err = store(p)
+		if !errors.Is(err, sqlstore.ErrPairingTaken) || attempt == 5 {
+			return p, err
+		}
+	}
+}
+
+func (h *Handler) showPairing(w http.ResponseWriter, r *http.Request, v *visit, ph *sb.Phone, p *sb.Pairing) error {
+	server := h.serverURL(r) + "/api/mobile/v1"
+	text := "Switchboard phone pairing\nAPI URL: " + server + "\nCode: " + p.Code
+	code, err := newQR(text)
+	if err != nil {
+		return err
+	}
+	rows, err := h.phoneRows(r.Context(), v)
+	if err != nil {
+		return err
+	}
+	out := phonesView{Phones: rows, Form: phoneForm{DailyLimit: strconv.Itoa(sb.DefaultPhoneDailyLimit)}, Pairing: &pairingView{
+		Phone: ph, Code: p.Code, ExpiresAt: p.ExpiresAt, ServerURL: server, Plain: !strings.HasPrefix(server, "https://"), QR: code, QRText: text}}
+	return h.render(w, r, v, http.StatusOK, "phones", "Phones", out)
+}
+
+// serverURL is the base URL devices reach the service at: --public-url, or
+// the scheme and host the browser used.
+func (h *Handler) serverURL(r *http.Request) string {
+	if h.cfg.PublicURL != "" {
+		return strings.TrimSuffix(h.cfg.PublicURL, "/")
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
