@@ -20,14 +20,14 @@ type chart struct {
 }
 
 type chartDay struct {
-	Day    time.Time
-	Label  string
-	X      int // center of the bar
+	Day   time.Time
+	Label string
+	X     int // center of the bar
 	// Labeled days are every other one, today's included.
 	Labeled bool
-	Counts []int
-	Total  int
-	Bars   []chartBar
+	Counts  []int
+	Total   int
+	Bars    []chartBar
 }
 
 type chartBar struct {
