@@ -47,10 +47,19 @@ type DashboardSession struct {
 	KeyID  string
 	// TestOnly is set for a session opened with a test key, which sees the
 	// test environment only, as the key does.
-	TestOnly  bool
+	TestOnly bool
+	// Ended, when set, says why a rule ended the session: it opens no
+	// page any more.
+	Ended     string
 	CreatedAt time.Time
 	ExpiresAt time.Time
 }
+
+// Why a rule ended a dashboard session.
+const (
+	SessionEndedSuspended = "suspended"
+	SessionEndedKey       = "key"
+)
 
 // NewDashboardSecret returns a fresh sign-in token or session id: 43
 // characters of [0-9A-Za-z] (about 256 bits).

@@ -27,7 +27,7 @@ type SessionStore interface {
 	CreateDashboardSession(ctx context.Context, s *sb.DashboardSession) error
 	DashboardSession(ctx context.Context, idHash string, now time.Time) (*sb.DashboardSession, error)
 	DeleteDashboardSession(ctx context.Context, idHash string) error
-	EndDashboardSessions(ctx context.Context, tenantID string) error
+	EndDashboardSessions(ctx context.Context, tenantID, reason string) error
 	Keys(ctx context.Context, tenantID string) ([]*sb.APIKey, error)
 }
 
@@ -172,15 +172,26 @@ func (h *Handler) visitOf(r *http.Request, env sb.Environment) (v *visit, sid, e
 	if subtle.ConstantTimeCompare([]byte(s.IDHash), []byte(sb.HashSecret(sid))) != 1 {
 		return nil, sid, "", nil
 	}
+	if s.Ended != "" {
+		if err := h.cfg.Store.DeleteDashboardSession(ctx, s.IDHash); err != nil {
+			return nil, sid, "", err
+		}
+		return nil, sid, s.Ended, nil
+	}
 	t, err := h.cfg.Store.Tenant(ctx, s.TenantID)
 	if err != nil {
 		return nil, sid, "", err
 	}
 	if t.Status == sb.TenantSuspended {
-		if err := h.cfg.Store.EndDashboardSessions(ctx, t.ID); err != nil {
+		// Suspended by a node that has not ended the sessions yet, or
+		// by an older version: end them now.
+		if err := h.cfg.Store.EndDashboardSessions(ctx, t.ID, sb.SessionEndedSuspended); err != nil {
 			return nil, sid, "", err
 		}
-		return nil, sid, "suspended", nil
+		if err := h.cfg.Store.DeleteDashboardSession(ctx, s.IDHash); err != nil {
+			return nil, sid, "", err
+		}
+		return nil, sid, sb.SessionEndedSuspended, nil
 	}
 	if s.Method == sb.SignInKey {
 		alive, err := h.keyAlive(ctx, s)
@@ -191,7 +202,7 @@ func (h *Handler) visitOf(r *http.Request, env sb.Environment) (v *visit, sid, e
 			if err := h.cfg.Store.DeleteDashboardSession(ctx, s.IDHash); err != nil {
 				return nil, sid, "", err
 			}
-			return nil, sid, "key", nil
+			return nil, sid, sb.SessionEndedKey, nil
 		}
 	}
 	return &visit{session: s, tenant: t, plan: h.cfg.Plans[t.Plan], env: env, csrf: csrfToken(sid), now: now}, sid, "", nil

@@ -140,7 +140,8 @@ const deliveryPageSize = 25
 type webhookView struct {
 	Webhook    *sb.Webhook
 	Deliveries []*sb.Delivery
-	// Live is set while a delivery is pending: the log refreshes.
+	// Live is set on the first page, where new deliveries appear: the
+	// log refreshes.
 	Live        bool
 	Next, First string
 	After       string
@@ -174,11 +175,7 @@ func (h *Handler) webhookPage(r *http.Request, v *visit) (*webhookView, error) {
 	if after != "" {
 		out.First = v.base() + "/webhooks/" + hook.ID
 	}
-	for _, d := range ds {
-		if d.Status == sb.DeliveryPending {
-			out.Live = true
-		}
-	}
+	out.Live = after == ""
 	out.Deliveries = ds
 	return out, nil
 }

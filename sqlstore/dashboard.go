@@ -38,7 +38,7 @@ func (db *DB) UseDashboardLink(ctx context.Context, tokenHash string, now time.T
 	return tenantID, err
 }
 
-const sessionCols = `id_hash, tenant_id, method, key_id, test_only, created_at, expires_at`
+const sessionCols = `id_hash, tenant_id, method, key_id, test_only, ended, created_at, expires_at`
 
 // CreateDashboardSession stores a session and drops the sessions that have
 // expired.
@@ -47,28 +47,28 @@ func (db *DB) CreateDashboardSession(ctx context.Context, s *sb.DashboardSession
 		if _, err := tx.exec(ctx, `DELETE FROM dashboard_sessions WHERE expires_at <= ?`, sb.Micros(s.CreatedAt)); err != nil {
 			return err
 		}
-		_, err := tx.exec(ctx, `INSERT INTO dashboard_sessions (`+sessionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			s.IDHash, s.TenantID, s.Method, nullStr(s.KeyID), boolInt(s.TestOnly), sb.Micros(s.CreatedAt), sb.Micros(s.ExpiresAt))
+		_, err := tx.exec(ctx, `INSERT INTO dashboard_sessions (`+sessionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			s.IDHash, s.TenantID, s.Method, nullStr(s.KeyID), boolInt(s.TestOnly), nullStr(s.Ended), sb.Micros(s.CreatedAt), sb.Micros(s.ExpiresAt))
 		return err
 	})
 }
 
 // DashboardSession returns the unexpired session whose id hashes to idHash,
-// or sb.ErrNotFound.
+// ended or not, or sb.ErrNotFound.
 func (db *DB) DashboardSession(ctx context.Context, idHash string, now time.Time) (*sb.DashboardSession, error) {
 	var s sb.DashboardSession
-	var key sql.NullString
+	var key, ended sql.NullString
 	var testOnly int
 	var created, expires int64
 	err := db.queryRow(ctx, `SELECT `+sessionCols+` FROM dashboard_sessions WHERE id_hash = ? AND expires_at > ?`, idHash, sb.Micros(now)).
-		Scan(&s.IDHash, &s.TenantID, &s.Method, &key, &testOnly, &created, &expires)
+		Scan(&s.IDHash, &s.TenantID, &s.Method, &key, &testOnly, &ended, &created, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, sb.ErrNotFound
 	}
 	if err != nil {
 		return nil, err
 	}
-	s.KeyID, s.TestOnly = key.String, testOnly != 0
+	s.KeyID, s.TestOnly, s.Ended = key.String, testOnly != 0, ended.String
 	s.CreatedAt, s.ExpiresAt = sb.FromMicros(created), sb.FromMicros(expires)
 	return &s, nil
 }
@@ -79,9 +79,10 @@ func (db *DB) DeleteDashboardSession(ctx context.Context, idHash string) error {
 	return err
 }
 
-// EndDashboardSessions ends every session of a tenant.
-func (db *DB) EndDashboardSessions(ctx context.Context, tenantID string) error {
-	_, err := db.exec(ctx, `DELETE FROM dashboard_sessions WHERE tenant_id = ?`, tenantID)
+// EndDashboardSessions ends every session of a tenant for reason: none
+// works again, and a browser that comes back with one learns the reason.
+func (db *DB) EndDashboardSessions(ctx context.Context, tenantID, reason string) error {
+	_, err := db.exec(ctx, `UPDATE dashboard_sessions SET ended = ? WHERE tenant_id = ? AND ended IS NULL`, reason, tenantID)
 	return err
 }
 

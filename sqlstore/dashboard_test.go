@@ -61,10 +61,17 @@ func TestStoreDashboardSignIn(t *testing.T) {
 		if err := db.SetTenantStatus(bg, tn.ID, sb.TenantSuspended); err != nil {
 			t.Fatal(err)
 		}
-		_, err = db.DashboardSession(bg, sb.HashSecret("a"), now)
-		wantCode(t, "a session of a suspended tenant", err, sb.CodeNotFound)
-		if _, err := db.DashboardSession(bg, sb.HashSecret("b"), now); err != nil {
-			t.Errorf("another tenant's session ended with the suspension: %v", err)
+		if got, err := db.DashboardSession(bg, sb.HashSecret("a"), now); err != nil || got.Ended != sb.SessionEndedSuspended {
+			t.Errorf("a session of a suspended tenant: %+v %v", got, err)
+		}
+		if err := db.SetTenantStatus(bg, tn.ID, sb.TenantActive); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := db.DashboardSession(bg, sb.HashSecret("a"), now); err != nil || got.Ended != sb.SessionEndedSuspended {
+			t.Errorf("resuming the tenant brought its session back: %+v %v", got, err)
+		}
+		if got, err := db.DashboardSession(bg, sb.HashSecret("b"), now); err != nil || got.Ended != "" {
+			t.Errorf("another tenant's session ended with the suspension: %+v %v", got, err)
 		}
 	})
 }

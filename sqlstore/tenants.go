@@ -49,7 +49,7 @@ func (db *DB) SetTenantStatus(ctx context.Context, id, status string) error {
 		return err
 	}
 	if status == sb.TenantSuspended {
-		return db.EndDashboardSessions(ctx, id)
+		return db.EndDashboardSessions(ctx, id, sb.SessionEndedSuspended)
 	}
 	return nil
 }

@@ -19,6 +19,9 @@ CREATE TABLE dashboard_sessions (
     method     TEXT NOT NULL,
     key_id     TEXT,
     test_only  INTEGER NOT NULL DEFAULT 0,
+    -- set when a rule ended the session (suspended: the tenant was
+    -- suspended); the browser is told why, once, and the row deleted
+    ended      TEXT,
     created_at BIGINT NOT NULL,
     expires_at BIGINT NOT NULL
 );
