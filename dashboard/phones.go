@@ -177,7 +177,7 @@ func (h *Handler) showPairing(w http.ResponseWriter, r *http.Request, v *visit, 
 		return err
 	}
 	out := phonesView{Phones: rows, Form: phoneForm{DailyLimit: strconv.Itoa(sb.DefaultPhoneDailyLimit)}, Pairing: &pairingView{
-		Phone: ph, Code: p.Code, ExpiresAt: p.ExpiresAt, ServerURL: server, Plain: !strings.HasPrefix(server, "https://"), QR: code, QRText: text}}
+		Phone: ph, Code: p.Code, ExpiresAt: p.ExpiresAt, ServerURL: server, Plain: !strings.HasPrefix(server, "https://") && !strings.HasPrefix(server, "http://127.0.0.1:"), QR: code, QRText: text}}
 	return h.render(w, r, v, http.StatusOK, "phones", "Phones", out)
 }
 
