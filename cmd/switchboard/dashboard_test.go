@@ -294,6 +294,19 @@ func dashSignInByKey(t *testing.T, browser context.Context, s *server) {
 	}
 	b.open("/dashboard/test/keys", `#keys`) // a live key's session sees both
 
+	// Revoking the key (through the API, with another key) ends the
+	// session it opened.
+	second := s.do(t, "POST", "/v1/api-keys", tn.Live, map[string]any{"name": "second"}).Data()["key"].(string)
+	for _, k := range s.do(t, "GET", "/v1/api-keys", second, nil).List() {
+		if k["name"] == "Default live key" {
+			s.do(t, "DELETE", "/v1/api-keys/"+k["id"].(string), second, nil)
+		}
+	}
+	b.open("/dashboard/keys", `input#key`)
+	if msg := b.text(".notice"); !strings.Contains(msg, "revoked") {
+		t.Errorf("after its key was revoked, the session: %q", msg)
+	}
+
 	tb := newTab(t, browser, s)
 	tb.open("/dashboard/login", `input#key`)
 	tb.do("paste the test key", chromedp.SendKeys(chromedp.CSS(`input#key`), tn.Test))
