@@ -28,6 +28,12 @@ const (
 	PhoneAndroid = "android"
 )
 
+// Limits of a phone's settings.
+const (
+	MaxPhoneDailyLimit = 1_000_000
+	MaxPhoneRateLimit  = 6_000 // messages a minute: 100 a second
+)
+
 // Phone is one of a tenant's sending numbers.
 type Phone struct {
 	ID       string

@@ -217,7 +217,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, v *visit, err err
 	switch e.Code {
 	case sb.CodeNotFound, sb.CodeContactNotFound, sb.CodeCampaignNotFound:
 		status, msg = http.StatusNotFound, "Not found: there is nothing here, or it is not yours to see."
-	case sb.CodeForbidden:
+	case sb.CodeForbidden, sb.CodeTrialExpired, sb.CodeTenantSuspended:
 		status = http.StatusForbidden
 	case sb.CodeCampaignNotDraft, sb.CodeDeliveryNotFailed, sb.CodeDuplicateContact, sb.CodeDuplicatePhone, sb.CodeDuplicateTemplate:
 		status = http.StatusConflict

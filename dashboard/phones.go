@@ -21,12 +21,6 @@ type PhoneStore interface {
 	SetPairing(ctx context.Context, tenantID, id string, pairing *sb.Pairing) error
 }
 
-// Limits of a phone added on the page (the API's).
-const (
-	maxPhoneDailyLimit = 1_000_000
-	maxPhoneRateLimit  = 6_000
-)
-
 type phonesView struct {
 	Phones []phoneRow
 	Form   phoneForm
@@ -119,10 +113,10 @@ func (h *Handler) addPhone(w http.ResponseWriter, r *http.Request, v *visit) err
 		return n, nil
 	}
 	var err error
-	if ph.DailyLimit, err = whole(form.DailyLimit, "daily_limit", maxPhoneDailyLimit); err != nil {
+	if ph.DailyLimit, err = whole(form.DailyLimit, "daily_limit", sb.MaxPhoneDailyLimit); err != nil {
 		return invalid(err)
 	}
-	if ph.RateLimit, err = whole(form.RateLimit, "rate_limit", maxPhoneRateLimit); err != nil {
+	if ph.RateLimit, err = whole(form.RateLimit, "rate_limit", sb.MaxPhoneRateLimit); err != nil {
 		return invalid(err)
 	}
 	pairing, err := newPairing(now, func(p *sb.Pairing) error { return h.cfg.Store.AddPhone(ctx, ph, p) })

@@ -27,8 +27,8 @@ type PhoneStore interface {
 
 // Limits of a phone's settings.
 const (
-	MaxPhoneDailyLimit = 1_000_000
-	MaxPhoneRateLimit  = 6_000 // messages a minute: 100 a second
+	MaxPhoneDailyLimit = sb.MaxPhoneDailyLimit
+	MaxPhoneRateLimit  = sb.MaxPhoneRateLimit
 )
 
 // PhoneJSON is the API form of a phone (contract section 8). The operator
