@@ -46,44 +46,61 @@ func (db *DB) TakeDeviceMessages(ctx context.Context, phoneID, deviceID string, 
 		if err != nil {
 			return err
 		}
-		held, err := tx.deviceMessages(ctx, `SELECT `+messageCols+`, valid_until FROM messages
-			WHERE phone_id = ? AND device_due IS NOT NULL AND device_id = ? AND device_state IS NULL AND status = 'queued' AND valid_until > ?
-			ORDER BY id `+order, phoneID, deviceID, sb.Micros(now))
+		// One query for what the device holds and has not reported on
+		// (while valid) and what waits for it, in the order asked.
+		var held, waiting []*sb.Message
+		rows, err := tx.query(ctx, `SELECT `+messageCols+`, valid_until, device_id FROM messages
+			WHERE phone_id = ? AND device_due IS NOT NULL AND device_due <= ? AND status = 'queued'
+			  AND (device_id IS NULL OR (device_id = ? AND device_state IS NULL AND valid_until > ?))
+			ORDER BY device_due `+order+`, id `+order+` LIMIT ?`, phoneID, sb.Micros(now), deviceID, sb.Micros(now), DeviceBatch)
 		if err != nil {
 			return err
 		}
-		msgs = append(msgs, held...)
+		for rows.Next() {
+			var valid sql.NullInt64
+			var holder sql.NullString
+			m, err := scanMessageWith(rows, &valid, &holder)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			m.ValidUntil, m.PhoneKind = optTime(valid), sb.PhoneAndroid
+			if holder.Valid {
+				held = append(held, m)
+			} else {
+				waiting = append(waiting, m)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
 		// Pacing: with a rate of r a minute, one message every minute/r.
-		room := DeviceBatch - len(msgs)
+		room := len(waiting)
 		var interval time.Duration
 		t := now
 		if rate.Valid && rate.Int64 > 0 {
 			interval = time.Minute / time.Duration(rate.Int64)
 			if nextAt.Valid && sb.FromMicros(nextAt.Int64).After(now) {
-				room = 0
-				t = sb.FromMicros(nextAt.Int64)
+				room, t = 0, sb.FromMicros(nextAt.Int64)
 			} else {
 				room = min(room, 1)
 			}
 		}
-		var taken []*sb.Message
-		if room > 0 {
-			taken, err = tx.deviceMessages(ctx, `SELECT `+messageCols+`, valid_until FROM messages
-				WHERE phone_id = ? AND device_due IS NOT NULL AND device_due <= ? AND device_id IS NULL AND status = 'queued'
-				ORDER BY device_due `+order+`, id `+order+` LIMIT ?`, phoneID, sb.Micros(now), room)
-			if err != nil {
+		taken := waiting[:room]
+		if len(taken) > 0 {
+			valid := now.Add(validFor).Truncate(time.Millisecond)
+			args := []any{deviceID, sb.Micros(valid)}
+			for _, m := range taken {
+				args = append(args, m.ID)
+				m.ValidUntil, m.Attempts = &valid, m.Attempts+1
+			}
+			if _, err := tx.exec(ctx, `UPDATE messages SET device_id = ?, valid_until = ?, attempts = attempts + 1
+				WHERE id IN (`+placeholders(len(taken))+`) AND device_id IS NULL`, args...); err != nil {
 				return err
 			}
 		}
-		valid := now.Add(validFor).Truncate(time.Millisecond)
-		for _, m := range taken {
-			if _, err := tx.exec(ctx, `UPDATE messages SET device_id = ?, valid_until = ?, attempts = attempts + 1 WHERE id = ? AND device_id IS NULL`,
-				deviceID, sb.Micros(valid), m.ID); err != nil {
-				return err
-			}
-			m.ValidUntil, m.Attempts = &valid, m.Attempts+1
-		}
-		msgs, fresh = append(msgs, taken...), len(taken)
+		msgs, fresh = append(held, taken...), len(taken)
 		if interval > 0 {
 			if len(taken) > 0 {
 				t = now.Add(interval)
@@ -91,38 +108,13 @@ func (db *DB) TakeDeviceMessages(ctx context.Context, phoneID, deviceID string, 
 					return err
 				}
 			}
-			var waiting int
-			if err := tx.queryRow(ctx, `SELECT COUNT(*) FROM messages WHERE phone_id = ? AND device_due IS NOT NULL AND device_due <= ?
-				AND device_id IS NULL AND status = 'queued'`, phoneID, sb.Micros(now)).Scan(&waiting); err != nil {
-				return err
-			}
-			if waiting > len(taken) {
+			if len(waiting) > len(taken) {
 				next = t
 			}
 		}
 		return nil
 	})
 	return msgs, fresh, next, err
-}
-
-func (t *Tx) deviceMessages(ctx context.Context, query string, args ...any) ([]*sb.Message, error) {
-	rows, err := t.query(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*sb.Message
-	for rows.Next() {
-		var valid sql.NullInt64
-		m, err := scanMessageWith(rows, &valid)
-		if err != nil {
-			return nil, err
-		}
-		m.ValidUntil = optTime(valid)
-		m.PhoneKind = sb.PhoneAndroid
-		out = append(out, m)
-	}
-	return out, rows.Err()
 }
 
 // DeviceWorkWaiting reports whether the phone's device has messages to
@@ -194,13 +186,9 @@ func (db *DB) ReportDeviceStates(ctx context.Context, phoneID, deviceID string, 
 				if reason == "" {
 					reason = "the phone reported the message as failed"
 				}
-				if err = tx.finish(ctx, []sb.Outcome{{MessageID: r.MessageID, FailureReason: reason, At: at, SentAt: sentAt}}); err == nil {
-					_, err = tx.exec(ctx, `UPDATE messages SET device_state = ?, device_due = NULL WHERE id = ?`, r.State, r.MessageID)
-				}
+				err = tx.finish(ctx, []sb.Outcome{{MessageID: r.MessageID, FailureReason: reason, At: at, SentAt: sentAt}})
 			case sb.DeviceDelivered:
-				if err = tx.finish(ctx, []sb.Outcome{{MessageID: r.MessageID, Delivered: true, At: at, SentAt: sentAt}}); err == nil {
-					_, err = tx.exec(ctx, `UPDATE messages SET device_state = ?, device_due = NULL WHERE id = ?`, r.State, r.MessageID)
-				}
+				err = tx.finish(ctx, []sb.Outcome{{MessageID: r.MessageID, Delivered: true, At: at, SentAt: sentAt}})
 			}
 			if err != nil {
 				return err

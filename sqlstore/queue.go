@@ -126,9 +126,9 @@ func (db *DB) RecordOutcomes(ctx context.Context, outs []sb.Outcome) error {
 	return db.Write(ctx, func(tx *Tx) error { return tx.finish(ctx, outs) })
 }
 
-// finish makes messages final: all deliveries in one statement (they share
-// a timestamp, the latest of the batch), failures one by one, each with its
-// event.
+// finish makes messages final, out of both queues: all deliveries in one
+// statement (they share a timestamp, the latest of the batch), failures one
+// by one, each with its event.
 func (t *Tx) finish(ctx context.Context, outs []sb.Outcome) error {
 	var delivered []any
 	var at, sentAt time.Time
@@ -145,7 +145,7 @@ func (t *Tx) finish(ctx context.Context, outs []sb.Outcome) error {
 			continue
 		}
 		m, err := scanMessage(t.queryRow(ctx, `UPDATE messages SET status = 'failed', failed_at = ?, failure_reason = ?, error_code = ?, run_at = NULL,
-			sent_at = COALESCE(sent_at, ?)
+			device_due = NULL, sent_at = COALESCE(sent_at, ?)
 			WHERE id = ? AND status IN ('queued', 'sent') RETURNING `+messageCols,
 			sb.Micros(o.At), o.FailureReason, string(sb.CodeDeliveryFailed), microsOrNil(optNonZero(o.SentAt)), o.MessageID))
 		if sb.ErrorCode(err) == sb.CodeNotFound {
@@ -169,7 +169,7 @@ func (t *Tx) finish(ctx context.Context, outs []sb.Outcome) error {
 		sentAt = at
 	}
 	args := append([]any{sb.Micros(at), sb.Micros(sentAt)}, delivered...)
-	rows, err := t.query(ctx, `UPDATE messages SET status = 'delivered', delivered_at = ?, sent_at = COALESCE(sent_at, ?), run_at = NULL
+	rows, err := t.query(ctx, `UPDATE messages SET status = 'delivered', delivered_at = ?, sent_at = COALESCE(sent_at, ?), run_at = NULL, device_due = NULL
 		WHERE id IN (`+placeholders(len(delivered))+`) AND status IN ('queued', 'sent')
 		RETURNING id, tenant_id, environment, from_number, to_number, channel`, args...)
 	if err != nil {
