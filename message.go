@@ -122,6 +122,9 @@ type Handoff struct {
 	Err error
 	// Retry, when Err is set, is when to try again; zero means fail now.
 	Retry time.Time
+	// Deferred marks a hand-off the provider put off (see Deferred): the
+	// message waits until Retry and the attempt does not count.
+	Deferred bool
 	At    time.Time
 	// OutcomeBy is when to hand the message over again if no outcome came.
 	OutcomeBy time.Time

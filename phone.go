@@ -26,6 +26,11 @@ const (
 	// Gateway for Android", which take their messages over the device
 	// protocol (a pull: the device asks for them).
 	PhoneAndroid = "android"
+	// PhoneSMPP and PhoneTwilio phones are numbers carried by an SMS
+	// carrier or aggregator, reached over a carrier link of that type
+	// (contract section 9): an SMPP 3.4 bind, or Twilio's Messages API.
+	PhoneSMPP   = "smpp"
+	PhoneTwilio = "twilio"
 )
 
 // Limits of a phone's settings.
@@ -33,6 +38,10 @@ const (
 	MaxPhoneDailyLimit = 1_000_000
 	MaxPhoneRateLimit  = 6_000 // messages a minute: 100 a second
 )
+
+// IsCarrierKind reports whether kind is the kind of a carrier link's
+// phones.
+func IsCarrierKind(kind string) bool { return kind == PhoneSMPP || kind == PhoneTwilio }
 
 // Phone is one of a tenant's sending numbers.
 type Phone struct {
@@ -54,7 +63,10 @@ type Phone struct {
 	SimNumber  int
 	LastSeenAt *time.Time
 	// Device is the paired device of an android phone, or nil.
-	Device    *Device
+	Device *Device
+	// Link is the name of the carrier link a carrier phone's number lives
+	// at (its Kind is the link's type); empty for other kinds.
+	Link      string
 	CreatedAt time.Time
 	// SentToday is read with the phone: the messages counted against its
 	// daily limit today (UTC), in the reader's environment.
@@ -101,6 +113,17 @@ type Routing struct {
 	// device was last seen (a request, or a beat of its open event
 	// stream).
 	OfflineAfter time.Duration
+	// Links tells whether the carrier links are up. The links hold that
+	// state (see provider/carrier); nil means it is not known here (the
+	// operator commands hold no link), and the operator's switch alone
+	// decides.
+	Links LinkState
+}
+
+// LinkState tells whether a carrier link is up: bound to its SMSC, or
+// answering, for an HTTP API.
+type LinkState interface {
+	LinkUp(name string) bool
 }
 
 // DefaultPhoneOfflineAfter is the default of Routing.OfflineAfter.
@@ -108,10 +131,13 @@ const DefaultPhoneOfflineAfter = 2 * time.Minute
 
 // Online reports whether p can take messages at now: the operator has not
 // switched it off and, for an android phone, a paired device was seen
-// within OfflineAfter.
+// within OfflineAfter; for a carrier phone, its link is up.
 func (r Routing) Online(p *Phone, now time.Time) bool {
 	if p.Status != PhoneOnline {
 		return false
+	}
+	if p.Link != "" {
+		return r.Links == nil || r.Links.LinkUp(p.Link)
 	}
 	if p.Kind != PhoneAndroid {
 		return true

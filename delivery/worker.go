@@ -163,23 +163,35 @@ func (w *Worker) dispatch(ctx context.Context) {
 
 func (w *Worker) handOff(ctx context.Context, msgs []*sb.Message) {
 	var failed []sb.Handoff
+	recorder, _ := w.provider.(sb.HandoffRecorder)
 	for _, m := range msgs {
 		now := time.Now()
 		h := sb.Handoff{MessageID: m.ID, At: now, OutcomeBy: now.Add(w.opt.OutcomeTimeout)}
-		// Noted before the call: a provider may report the outcome at once.
-		w.mu.Lock()
-		w.unsent[m.ID] = h
-		w.mu.Unlock()
+		// A carrier records the hand-off itself, once the carrier has
+		// the message; until then it stays queued under its claim.
+		self := recorder != nil && recorder.RecordsHandoff(m)
+		if !self {
+			// Noted before the call: a provider may report the outcome at once.
+			w.mu.Lock()
+			w.unsent[m.ID] = h
+			w.mu.Unlock()
+		}
 		err := w.provider.Send(ctx, m)
 		if err == nil {
 			continue
 		}
-		w.mu.Lock()
-		delete(w.unsent, m.ID)
-		w.mu.Unlock()
+		if !self {
+			w.mu.Lock()
+			delete(w.unsent, m.ID)
+			w.mu.Unlock()
+		}
 		h.Err = err
 		var e *sb.Error
-		if (!errors.As(err, &e) || e.Code == sb.CodeInternal) && m.Attempts < w.opt.MaxAttempts {
+		var d *sb.Deferred
+		switch {
+		case errors.As(err, &d):
+			h.Retry, h.Deferred = d.Until, true
+		case (!errors.As(err, &e) || e.Code == sb.CodeInternal) && m.Attempts < w.opt.MaxAttempts:
 			h.Retry = now.Add(time.Duration(1<<min(m.Attempts, 8)) * time.Second)
 		}
 		failed = append(failed, h)

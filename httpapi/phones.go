@@ -37,6 +37,7 @@ type PhoneJSON struct {
 	ID         string      `json:"id"`
 	Number     string      `json:"number"`
 	Kind       string      `json:"kind"`
+	Provider   *string     `json:"provider"`
 	Status     string      `json:"status"`
 	Channels   []string    `json:"channels"`
 	DailyLimit *int        `json:"daily_limit"`
@@ -67,6 +68,10 @@ func ToPhoneJSON(p *sb.Phone, routing sb.Routing, now time.Time) PhoneJSON {
 		LastSeenAt: p.LastSeenAt, CreatedAt: p.CreatedAt}
 	if p.Device != nil {
 		out.Device = &deviceJSON{Name: p.Device.Name, SimNumber: positiveOrNil(p.SimNumber)}
+	}
+	if p.Link != "" {
+		link := p.Link
+		out.Provider = &link
 	}
 	return out
 }

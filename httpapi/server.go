@@ -50,6 +50,10 @@ type Config struct {
 	// Dashboard, when set, serves the tenants' dashboard under /dashboard/
 	// (outside the envelope: it answers with HTML pages).
 	Dashboard http.Handler
+	// Providers, when set, serves the callbacks of carrier links under
+	// /api/providers/ (outside the envelope: each speaks its carrier's
+	// protocol).
+	Providers http.Handler
 	// URLChecker vets webhook urls at registration (SSRF).
 	URLChecker URLChecker
 	Metrics    *Metrics
@@ -149,6 +153,9 @@ func (s *Server) routes() {
 		s.mux.Handle(DashboardPrefix, s.raw(s.cfg.Dashboard))
 		s.mux.Handle("GET /dashboard", s.raw(http.RedirectHandler(DashboardPrefix, http.StatusMovedPermanently)))
 	}
+	if s.cfg.Providers != nil {
+		s.mux.Handle(ProvidersPrefix, s.raw(s.cfg.Providers))
+	}
 
 	s.mux.Handle("POST /v1/test/inbound", s.authed(s.testInbound))
 	s.mux.Handle("POST /v1/test/simulator", s.authed(s.testSimulator))
@@ -239,6 +246,9 @@ const DevicePrefix = "/api/mobile/v1/"
 
 // DashboardPrefix is where the dashboard is served.
 const DashboardPrefix = "/dashboard/"
+
+// ProvidersPrefix is where carrier links receive their callbacks.
+const ProvidersPrefix = "/api/providers/"
 
 // raw serves a handler that answers on its own, outside the envelope.
 func (s *Server) raw(h http.Handler) http.Handler {

@@ -6,7 +6,8 @@
 //   - android phones are real phones whose devices take their messages over
 //     the device protocol (provider/android): the store queues those for the
 //     device, and they never reach the Router;
-//   - further kinds (carrier links) register a Provider with Handle.
+//   - carrier kinds (smpp, twilio: provider/carrier) register a Provider
+//     with Handle.
 //
 // The Router is also where the rules of the simulated chat channel and of
 // quiet hours live, so that the HTTP layer, the store and the campaign
@@ -95,6 +96,24 @@ func (r *Router) Send(ctx context.Context, m *sb.Message) error {
 		return fmt.Errorf("provider: no provider delivers messages of %s phones", kind)
 	}
 	return p.Send(ctx, m)
+}
+
+// RecordsHandoff implements sb.HandoffRecorder: a live message of a kind
+// whose provider records its own hand-offs (a carrier link's) is not
+// recorded by the delivery worker.
+func (r *Router) RecordsHandoff(m *sb.Message) bool {
+	if m.Env != sb.Live {
+		return false
+	}
+	kind, err := r.kind(context.Background(), m)
+	if err != nil {
+		return false
+	}
+	r.mu.Lock()
+	p := r.byKind[kind]
+	r.mu.Unlock()
+	rec, ok := p.(sb.HandoffRecorder)
+	return ok && rec.RecordsHandoff(m)
 }
 
 func (r *Router) kind(ctx context.Context, m *sb.Message) (string, error) {

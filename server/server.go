@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/url"
+	"os"
 	"sync"
 	"time"
 
@@ -30,7 +31,10 @@ import (
 	"github.com/switchboard/switchboard/httpapi"
 	"github.com/switchboard/switchboard/provider"
 	"github.com/switchboard/switchboard/provider/android"
+	"github.com/switchboard/switchboard/provider/carrier"
 	"github.com/switchboard/switchboard/provider/simulator"
+	"github.com/switchboard/switchboard/provider/smpp"
+	"github.com/switchboard/switchboard/provider/twilio"
 	"github.com/switchboard/switchboard/ratelimit"
 	"github.com/switchboard/switchboard/sqlstore"
 	"github.com/switchboard/switchboard/webhook"
@@ -78,6 +82,14 @@ type Config struct {
 	// DeviceValidFor is how long a message handed to a device stays valid
 	// there (default 10m).
 	DeviceValidFor time.Duration
+	// ProvidersFile, when set, is the JSON file of the carrier links
+	// (contract section 9); their secrets are read with Getenv (default
+	// os.Getenv) from the variables it names.
+	ProvidersFile string
+	Getenv        func(string) string
+	// SMPP tunes the SMPP links (tests and benchmarks); zero values take
+	// the defaults.
+	SMPP smpp.Options
 }
 
 func (c *Config) defaults() {
@@ -99,6 +111,26 @@ func (c *Config) defaults() {
 	if c.DeviceValidFor == 0 {
 		c.DeviceValidFor = android.DefaultValidFor
 	}
+	if c.Getenv == nil {
+		c.Getenv = os.Getenv
+	}
+}
+
+// carrierLinks reads the providers file, if any.
+func (c *Config) carrierLinks() ([]carrier.Config, error) {
+	if c.ProvidersFile == "" {
+		return nil, nil
+	}
+	links, err := carrier.LoadFile(c.ProvidersFile, c.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range links {
+		if l.Type == carrier.TypeTwilio && c.PublicURL == "" {
+			return nil, fmt.Errorf("providers file: the twilio link %q needs --public-url: Twilio posts its status callbacks and inbound texts to %s%s/...", l.Name, carrier.Prefix, l.Name)
+		}
+	}
+	return links, nil
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
@@ -170,12 +202,37 @@ func Run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
+	linkConfigs, err := c.carrierLinks()
+	if err != nil {
+		return err
+	}
 	db, err := sqlstore.Open(ctx, c.Database)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	routing := sb.Routing{OfflineAfter: c.PhoneOfflineAfter}
+	// Carrier links: their state decides whether their phones are online.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := httpapi.NewMetrics(reg)
+	carrierMetrics := carrier.NewMetrics(reg)
+	var links []carrier.Link
+	for _, lc := range linkConfigs {
+		switch lc.Type {
+		case carrier.TypeSMPP:
+			opt := c.SMPP
+			opt.Metrics, opt.Log = carrierMetrics, log
+			links = append(links, smpp.New(lc, db, opt))
+			log.Info("carrier link configured", "link", lc.Name, "type", lc.Type, "addr", lc.Addr, "system_id", lc.SystemID,
+				"tps", lc.TPS, "window", lc.Window)
+		case carrier.TypeTwilio:
+			links = append(links, twilio.New(lc, db, twilio.Options{PublicURL: c.PublicURL, Metrics: carrierMetrics, Log: log}))
+			log.Info("carrier link configured", "link", lc.Name, "type", lc.Type, "base_url", lc.BaseURL, "account_sid", lc.AccountSID,
+				"tps", lc.TPS, "window", lc.Window)
+		}
+	}
+	carriers := carrier.NewSet(db, links...)
+	routing := sb.Routing{OfflineAfter: c.PhoneOfflineAfter, Links: carriers}
 	db.SetRouting(routing)
 
 	var limiter ratelimit.Limiter = ratelimit.NewMemory(nil)
@@ -199,8 +256,8 @@ func Run(ctx context.Context, c Config) error {
 	defer sim.Close()
 	router := provider.NewRouter(sim, db)
 	defer router.Close()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	router.Handle(sb.PhoneSMPP, carriers)
+	router.Handle(sb.PhoneTwilio, carriers)
 	devices := android.New(android.Config{Store: db, Routing: routing, ValidFor: c.DeviceValidFor, PublicURL: c.PublicURL, Registry: reg})
 
 	authn := auth.New(db, plans, nil)
@@ -219,10 +276,11 @@ func Run(ctx context.Context, c Config) error {
 		Limiter:    limiter,
 		Plans:      plans,
 		Channels:   router,
-		Metrics:    httpapi.NewMetrics(reg),
+		Metrics:    metrics,
 		Routing:    routing,
 		Devices:    devices,
 		Dashboard:  dash,
+		Providers:  carriers,
 		URLChecker: urlChecker,
 	})
 	if err != nil {
@@ -250,6 +308,7 @@ func Run(ctx context.Context, c Config) error {
 		delivery.New(db, router, delivery.Options{Lease: c.DeliveryLease, OutcomeTimeout: c.DeliveryLease}).Run(bgCtx)
 	})
 	wg.Go(func() { devices.Run(bgCtx) })
+	wg.Go(func() { carriers.Run(bgCtx) })
 	wg.Go(func() { webhook.New(db, webhook.Options{AllowPrivate: c.AllowPrivateWebhooks}).Run(bgCtx) })
 	wg.Go(func() { campaign.New(db, router, plans, campaign.Options{}).Run(bgCtx) })
 	wg.Go(func() {

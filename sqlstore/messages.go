@@ -627,46 +627,50 @@ func (db *DB) Messages(ctx context.Context, tenantID string, env sb.Environment,
 // yet, keeps the one it wrote to. A message whose ExternalID its phone
 // already has is not stored again: sb.ErrAlreadyStored.
 func (db *DB) Inbound(ctx context.Context, m *sb.Message) error {
-	return db.writeRacing(ctx, func(tx *Tx) error {
-		now := m.CreatedAt
-		if m.ExternalID != "" {
-			var n int
-			if err := tx.queryRow(ctx, `SELECT COUNT(*) FROM messages WHERE phone_id = ? AND external_id = ?`, m.PhoneID, m.ExternalID).Scan(&n); err != nil {
-				return err
-			}
-			if n > 0 {
-				return sb.ErrAlreadyStored
-			}
-		}
-		opt := sb.OptKeyword(m.Body)
-		rcp, err := tx.recipient(ctx, m.TenantID, m.Env, m.From)
-		if err != nil {
+	return db.writeRacing(ctx, func(tx *Tx) error { return tx.inbound(ctx, m, hookCache{}) })
+}
+
+// inbound is Inbound in the caller's transaction.
+func (tx *Tx) inbound(ctx context.Context, m *sb.Message, hooks hookCache) error {
+
+	now := m.CreatedAt
+	if m.ExternalID != "" {
+		var n int
+		if err := tx.queryRow(ctx, `SELECT COUNT(*) FROM messages WHERE phone_id = ? AND external_id = ?`, m.PhoneID, m.ExternalID).Scan(&n); err != nil {
 			return err
 		}
-		opted := rcp.optedOut
-		switch opt {
-		case -1:
-			opted = true
-		case 1:
-			opted = false
+		if n > 0 {
+			return sb.ErrAlreadyStored
 		}
-		optedInt := 0
-		if opted {
-			optedInt = 1
-		}
-		if !rcp.known {
-			_, err = tx.exec(ctx, `INSERT INTO recipients (tenant_id, environment, number, opted_out, phone_id, first_seen_at, updated_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?)`, m.TenantID, string(m.Env), m.From, optedInt, nullStr(m.PhoneID), sb.Micros(now), sb.Micros(now))
-		} else {
-			_, err = tx.exec(ctx, `UPDATE recipients SET opted_out = ?, phone_id = COALESCE(phone_id, ?), updated_at = ?
-				WHERE tenant_id = ? AND environment = ? AND number = ?`, optedInt, nullStr(m.PhoneID), sb.Micros(now), m.TenantID, string(m.Env), m.From)
-		}
-		if err != nil {
-			return err
-		}
-		if err := tx.insertMessage(ctx, m, nil, false); err != nil {
-			return err
-		}
-		return tx.emit(ctx, hookCache{}, m, sb.EventReceived)
-	})
+	}
+	opt := sb.OptKeyword(m.Body)
+	rcp, err := tx.recipient(ctx, m.TenantID, m.Env, m.From)
+	if err != nil {
+		return err
+	}
+	opted := rcp.optedOut
+	switch opt {
+	case -1:
+		opted = true
+	case 1:
+		opted = false
+	}
+	optedInt := 0
+	if opted {
+		optedInt = 1
+	}
+	if !rcp.known {
+		_, err = tx.exec(ctx, `INSERT INTO recipients (tenant_id, environment, number, opted_out, phone_id, first_seen_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, m.TenantID, string(m.Env), m.From, optedInt, nullStr(m.PhoneID), sb.Micros(now), sb.Micros(now))
+	} else {
+		_, err = tx.exec(ctx, `UPDATE recipients SET opted_out = ?, phone_id = COALESCE(phone_id, ?), updated_at = ?
+			WHERE tenant_id = ? AND environment = ? AND number = ?`, optedInt, nullStr(m.PhoneID), sb.Micros(now), m.TenantID, string(m.Env), m.From)
+	}
+	if err != nil {
+		return err
+	}
+	if err := tx.insertMessage(ctx, m, nil, false); err != nil {
+		return err
+	}
+	return tx.emit(ctx, hooks, m, sb.EventReceived)
 }

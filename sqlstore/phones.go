@@ -13,7 +13,7 @@ import (
 )
 
 const phoneCols = `id, tenant_id, number, kind, daily_limit, rate_limit, channels, status, sim_number, last_seen_at,
-	device_id, device_name, device_paired_at, created_at`
+	device_id, device_name, device_paired_at, created_at, link`
 
 // phoneColsP is phoneCols qualified with the alias p, for joins.
 var phoneColsP = "p." + strings.ReplaceAll(strings.ReplaceAll(phoneCols, "\n\t", " "), ", ", ", p.")
@@ -22,11 +22,11 @@ func scanPhone(row interface{ Scan(...any) error }, extra ...any) (*sb.Phone, er
 	var p sb.Phone
 	var limit, rate, sim sql.NullInt64
 	var seen, paired sql.NullInt64
-	var deviceID, deviceName sql.NullString
+	var deviceID, deviceName, link sql.NullString
 	var channels string
 	var created int64
 	dest := append([]any{&p.ID, &p.TenantID, &p.Number, &p.Kind, &limit, &rate, &channels, &p.Status, &sim, &seen,
-		&deviceID, &deviceName, &paired, &created}, extra...)
+		&deviceID, &deviceName, &paired, &created, &link}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, sb.ErrNotFound
@@ -40,6 +40,7 @@ func scanPhone(row interface{ Scan(...any) error }, extra ...any) (*sb.Phone, er
 		p.Device = &sb.Device{ID: deviceID.String, Name: deviceName.String, PairedAt: sb.FromMicros(paired.Int64)}
 	}
 	p.CreatedAt = sb.FromMicros(created)
+	p.Link = link.String
 	return &p, nil
 }
 
@@ -96,9 +97,9 @@ func (db *DB) AddPhone(ctx context.Context, p *sb.Phone, pairing *sb.Pairing) er
 				return ErrPairingTaken
 			}
 		}
-		_, err = tx.exec(ctx, `INSERT INTO phones (`+phoneCols+`, pairing_hash, pairing_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err = tx.exec(ctx, `INSERT INTO phones (`+phoneCols+`, pairing_hash, pairing_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			p.ID, p.TenantID, p.Number, p.Kind, intOrNil(p.DailyLimit), intOrNil(p.RateLimit), strings.Join(p.Channels, ","), p.Status,
-			intOrNil(p.SimNumber), nil, nil, nil, nil, sb.Micros(p.CreatedAt), pairHash, pairExp)
+			intOrNil(p.SimNumber), nil, nil, nil, nil, sb.Micros(p.CreatedAt), nullStr(p.Link), pairHash, pairExp)
 		if err != nil {
 			return err
 		}
@@ -118,6 +119,17 @@ func (db *DB) PhoneKind(ctx context.Context, id string) (string, error) {
 		return "", sb.ErrNotFound
 	}
 	return kind, err
+}
+
+// PhoneLink returns the kind and the carrier link of a phone, whichever
+// tenant it belongs to (link is empty for a phone of no link).
+func (db *DB) PhoneLink(ctx context.Context, id string) (kind, link string, err error) {
+	var l sql.NullString
+	err = db.queryRow(ctx, `SELECT kind, link FROM phones WHERE id = ?`, id).Scan(&kind, &l)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", sb.ErrNotFound
+	}
+	return kind, l.String, err
 }
 
 // phonesWithUse reads a tenant's phones (one when id is set), oldest

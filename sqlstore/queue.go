@@ -81,8 +81,9 @@ func (db *DB) ReleaseLeases(ctx context.Context, now time.Time) error {
 	return err
 }
 
-// RecordHandoffs marks taken messages sent, reschedules those to retry and
-// fails the rest, emitting message.failed for them. Hand-offs that succeeded
+// RecordHandoffs marks taken messages sent, reschedules those to retry or
+// put off (deferred: the attempt is not counted) and fails the rest,
+// emitting message.failed for them. Hand-offs that succeeded
 // together are marked in one statement.
 func (db *DB) RecordHandoffs(ctx context.Context, hs []sb.Handoff) error {
 	var taken []any
@@ -97,7 +98,10 @@ func (db *DB) RecordHandoffs(ctx context.Context, hs []sb.Handoff) error {
 			// time it took to hand the batch over.
 			first := hs[0]
 			args := append([]any{sb.Micros(first.At), sb.Micros(first.OutcomeBy)}, taken...)
-			if _, err := tx.exec(ctx, `UPDATE messages SET status = 'sent', sent_at = COALESCE(sent_at, ?), run_at = ?
+			// A message whose carrier already accepted it is no longer in the
+			// queue (run_at NULL: its receipt finishes it): it stays out.
+			if _, err := tx.exec(ctx, `UPDATE messages SET status = 'sent', sent_at = COALESCE(sent_at, ?),
+				run_at = CASE WHEN run_at IS NULL THEN NULL ELSE ? END
 				WHERE id IN (`+placeholders(len(taken))+`) AND status IN ('queued', 'sent')`, args...); err != nil {
 				return err
 			}
@@ -106,6 +110,9 @@ func (db *DB) RecordHandoffs(ctx context.Context, hs []sb.Handoff) error {
 			var err error
 			switch {
 			case h.Err == nil:
+			case h.Deferred:
+				_, err = tx.exec(ctx, `UPDATE messages SET run_at = ?, attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END
+					WHERE id = ? AND status IN ('queued', 'sent') AND run_at IS NOT NULL`, sb.Micros(h.Retry), h.MessageID)
 			case !h.Retry.IsZero():
 				_, err = tx.exec(ctx, `UPDATE messages SET run_at = ? WHERE id = ? AND status IN ('queued', 'sent')`, sb.Micros(h.Retry), h.MessageID)
 			default:

@@ -37,6 +37,7 @@ Usage:
   switchboard tenant suspend|resume TENANT_ID
   switchboard key deactivate|activate KEY_ID
   switchboard phone add --tenant TENANT_ID --number E164 [--daily-limit N] [--channels sms,chat]
+                        [--provider LINK --providers FILE]   a number at a carrier link (docs/carriers.md)
   switchboard phone offline|online PHONE_ID
   switchboard phone list --tenant TENANT_ID
   switchboard dashboard link --tenant TENANT_ID [--public-url URL]   a one-time sign-in link (15 minutes)

@@ -13,6 +13,7 @@ import (
 	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/httpapi"
 	"github.com/switchboard/switchboard/phonenum"
+	"github.com/switchboard/switchboard/provider/carrier"
 	"github.com/switchboard/switchboard/sqlstore"
 )
 
@@ -197,14 +198,16 @@ func phoneCmd(ctx context.Context, args []string, getenv func(string) string, st
 	f := newFlags("phone "+args[0], getenv, stderr)
 	dbURL := f.database()
 	offlineAfter := f.duration("phone-offline-after", sb.DefaultPhoneOfflineAfter, "how long an android phone stays online after its device was last seen, as serve has it (for the status shown)")
-	var tenant, number, channels *string
+	var tenant, number, channels, link, providers *string
 	var limit *int
 	switch args[0] {
 	case "add":
 		tenant = f.String("tenant", "", "tenant id (required)")
 		number = f.String("number", "", "E.164 number (required)")
 		limit = f.Int("daily-limit", sb.DefaultPhoneDailyLimit, "messages per UTC day; 0 for no limit")
-		channels = f.String("channels", "sms,chat", "channels the phone sends on")
+		channels = f.String("channels", "", "channels the phone sends on (default sms,chat; a carrier phone sends sms only)")
+		link = f.String("provider", "", "the carrier link (a name of the providers file) the number lives at: the phone's kind is the link's type")
+		providers = f.string("providers", "", "the providers file serve runs with, to find the link's type (only names and types are read)")
 	case "list":
 		tenant = f.String("tenant", "", "tenant id (required)")
 	case "offline", "online":
@@ -227,15 +230,43 @@ func phoneCmd(ctx context.Context, args []string, getenv func(string) string, st
 		if *limit < 0 {
 			return fmt.Errorf("phone add: --daily-limit must be >= 0")
 		}
+		kind := sb.PhoneSimulated
+		if *link != "" {
+			if *providers == "" {
+				return fmt.Errorf("phone add: --provider needs the providers file (--providers, or SWITCHBOARD_PROVIDERS) to know the link's type")
+			}
+			links, err := carrier.LoadFile(*providers, nil)
+			if err != nil {
+				return fmt.Errorf("phone add: %w", err)
+			}
+			lc, ok := carrier.Find(links, *link)
+			if !ok {
+				names := make([]string, len(links))
+				for i, l := range links {
+					names[i] = l.Name
+				}
+				return fmt.Errorf("phone add: --provider %q is not a link of %s (links: %s)", *link, *providers, strings.Join(names, ", "))
+			}
+			kind = lc.Type
+			if *channels == "" {
+				*channels = sb.ChannelSMS
+			}
+		}
+		if *channels == "" {
+			*channels = "sms,chat"
+		}
 		var chans []string
 		for _, c := range strings.Split(*channels, ",") {
 			c = strings.TrimSpace(c)
 			if c != sb.ChannelSMS && c != sb.ChannelChat {
 				return fmt.Errorf("phone add: unknown channel %q (sms, chat)", c)
 			}
+			if c == sb.ChannelChat && *link != "" {
+				return fmt.Errorf("phone add: a carrier phone sends sms only (--channels sms)")
+			}
 			chans = append(chans, c)
 		}
-		p = &sb.Phone{ID: sb.NewID(), TenantID: *tenant, Number: *number, Kind: sb.PhoneSimulated, DailyLimit: *limit, Channels: chans,
+		p = &sb.Phone{ID: sb.NewID(), TenantID: *tenant, Number: *number, Kind: kind, Link: *link, DailyLimit: *limit, Channels: chans,
 			Status: sb.PhoneOnline, CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
 	case "list":
 		if *tenant == "" {

@@ -29,6 +29,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	tlsKey := f.string("tls-key", "", "the private key of --tls-cert (PEM)")
 	publicURL := f.string("public-url", "", "the base URL devices reach this service at, e.g. https://sms.example.com (default: the scheme and host a device used)")
 	offlineAfter := f.duration("phone-offline-after", sb.DefaultPhoneOfflineAfter, "an android phone is offline once its device was not seen for this long")
+	providers := f.string("providers", "", "JSON file of the carrier links (SMPP binds, Twilio accounts); their secrets come from the environment variables it names (see docs/carriers.md)")
 	validFor := f.duration("device-valid-for", android.DefaultValidFor, "how long a message handed to an android phone stays valid there (its validUntil); one not reported on by then goes to another phone")
 	if _, err := f.parse(args); err != nil {
 		return err
@@ -36,5 +37,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	return switchboard.Run(ctx, switchboard.Config{Addr: *addr, Database: *db, PlansFile: *plans, LogLevel: *logLevel, Log: stderr,
 		RedisURL: *redisURL, ShutdownTimeout: *shutdown, AllowPrivateWebhooks: *allowPrivate, DeliveryLease: *lease,
 		DebugAddr: *debugAddr, IdPSecret: *idpSecret, IdPJWKS: *idpJWKS, IdPIssuer: *idpIssuer, IdPAudience: *idpAudience,
-		TLSCert: *tlsCert, TLSKey: *tlsKey, PublicURL: *publicURL, PhoneOfflineAfter: *offlineAfter, DeviceValidFor: *validFor})
+		TLSCert: *tlsCert, TLSKey: *tlsKey, PublicURL: *publicURL, PhoneOfflineAfter: *offlineAfter, DeviceValidFor: *validFor,
+		ProvidersFile: *providers, Getenv: getenv})
 }

@@ -1,0 +1,256 @@
+// Package carrier holds what the carrier links (contract section 9) have in
+// common: the providers file that configures them, the Set that runs them,
+// answers whether a link is up (sb.LinkState) and hands each message to the
+// link of its phone, and the HTTP handler under /api/providers/NAME/ where
+// links that take callbacks (Twilio's) receive them. The protocols live in
+// provider/smpp and provider/twilio; this package knows neither.
+package carrier
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Link types: a link's phones have its type as their kind.
+const (
+	TypeSMPP   = "smpp"
+	TypeTwilio = "twilio"
+)
+
+// Secret is a credential read from the environment. It prints as
+// "<hidden>", so that no log line or error can show it by accident.
+type Secret string
+
+func (Secret) String() string   { return "<hidden>" }
+func (Secret) GoString() string { return "<hidden>" }
+
+// Reveal returns the secret itself, for the one place that sends it.
+func (s Secret) Reveal() string { return string(s) }
+
+// MarshalJSON hides the secret in JSON too.
+func (Secret) MarshalJSON() ([]byte, error) { return []byte(`"<hidden>"`), nil }
+
+// Config is one link of the providers file.
+type Config struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	// TPS caps the link's throughput, in messages (SMPP: submit_sm PDUs)
+	// per second; 0 means no cap.
+	TPS int `json:"tps"`
+	// Window is the most requests outstanding at once: submit_sm awaiting
+	// their submit_sm_resp (SMPP), or API calls in flight (Twilio).
+	// Default 10.
+	Window int `json:"window"`
+
+	// SMPP.
+	Addr        string `json:"addr"`
+	SystemID    string `json:"system_id"`
+	PasswordEnv string `json:"password_env"`
+	SystemType  string `json:"system_type"`
+	// InDoubtResendAfter is how long, in seconds, a submit_sm whose answer
+	// was lost waits for a receipt that shows the SMSC has it before it is
+	// written again (default 30; see docs/carriers.md).
+	InDoubtResendAfter int `json:"in_doubt_resend_after"`
+
+	// Twilio.
+	BaseURL      string `json:"base_url"`
+	AccountSID   string `json:"account_sid"`
+	AuthTokenEnv string `json:"auth_token_env"`
+
+	// Password (SMPP) and AuthToken (Twilio) are read from the variables
+	// the file names.
+	Password  Secret `json:"-"`
+	AuthToken Secret `json:"-"`
+}
+
+// DefaultWindow is the default of Config.Window.
+const DefaultWindow = 10
+
+// fields lists the fields each type of link may have.
+var fields = map[string][]string{
+	TypeSMPP:   {"name", "type", "tps", "window", "addr", "system_id", "password_env", "system_type", "in_doubt_resend_after"},
+	TypeTwilio: {"name", "type", "tps", "window", "base_url", "account_sid", "auth_token_env"},
+}
+
+var linkName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// LoadFile reads the providers file at path (see Parse).
+func LoadFile(path string, getenv func(string) string) ([]Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--providers: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("--providers: %w", err)
+	}
+	return Parse(b, getenv)
+}
+
+// Parse reads a providers file: {"links": [...]}, each link with the fields
+// of its type. An unknown field, a missing or malformed one, a duplicate
+// name, or an environment variable the file names and that is not set is an
+// error of one line naming it; no error ever holds a secret. With getenv
+// nil the secrets are not read, for the operator commands, which need only
+// the links' names and types.
+func Parse(b []byte, getenv func(string) string) ([]Config, error) {
+	fail := func(format string, args ...any) ([]Config, error) {
+		return nil, fmt.Errorf("providers file: "+format, args...)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil {
+		return fail("not a JSON object: %s", jsonProblem(err))
+	}
+	for k := range top {
+		if k != "links" {
+			return fail("unknown field %q (the file is {\"links\": [...]})", k)
+		}
+	}
+	var raw []json.RawMessage
+	if err := json.Unmarshal(top["links"], &raw); err != nil || top["links"] == nil {
+		return fail(`"links" must be an array of links`)
+	}
+	var out []Config
+	seen := map[string]int{}
+	for i, r := range raw {
+		at := fmt.Sprintf("links[%d]", i)
+		var keys map[string]json.RawMessage
+		if err := json.Unmarshal(r, &keys); err != nil {
+			return fail("%s: not a JSON object", at)
+		}
+		var c Config
+		if err := json.Unmarshal(keys["name"], &c.Name); err != nil || c.Name == "" {
+			return fail("%s: \"name\" is required: a string", at)
+		}
+		if !linkName.MatchString(c.Name) {
+			return fail("%s: name %q: use 1 to 63 of a-z, 0-9, _ and -, starting with a letter or digit (it is part of the callback URLs)", at, c.Name)
+		}
+		at = fmt.Sprintf("links[%d] (%q)", i, c.Name)
+		if j, dup := seen[c.Name]; dup {
+			return fail("%s: duplicate name %q (links[%d] has it too)", at, c.Name, j)
+		}
+		seen[c.Name] = i
+		if err := json.Unmarshal(keys["type"], &c.Type); err != nil || fields[c.Type] == nil {
+			return fail("%s: \"type\" must be \"smpp\" or \"twilio\"", at)
+		}
+		names := make([]string, 0, len(keys))
+		for k := range keys {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		for _, k := range names {
+			if !slices.Contains(fields[c.Type], k) {
+				return fail("%s: unknown field %q for a %s link", at, k, c.Type)
+			}
+		}
+		dec := json.NewDecoder(bytes.NewReader(r))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c); err != nil {
+			return fail("%s: %s", at, jsonProblem(err))
+		}
+		if err := c.check(getenv); err != nil {
+			return fail("%s: %v", at, err)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// jsonProblem describes a decoding error without quoting the input.
+func jsonProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		want := te.Type.String()
+		if want == "int" {
+			want = "whole number"
+		}
+		return fmt.Sprintf("field %q must be a %s", te.Field, want)
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("invalid JSON at byte %d", se.Offset)
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+func (c *Config) check(getenv func(string) string) error {
+	if c.TPS < 0 {
+		return errors.New("tps must be a whole number >= 0 (0: no cap)")
+	}
+	if c.Window == 0 {
+		c.Window = DefaultWindow
+	}
+	if c.Window < 1 || c.Window > 1000 {
+		return errors.New("window must be a whole number from 1 to 1000")
+	}
+	secret := func(field, name string, required bool) (Secret, error) {
+		if name == "" {
+			if required {
+				return "", fmt.Errorf("%s is required: the name of the environment variable holding it", field)
+			}
+			return "", nil
+		}
+		if getenv == nil {
+			return "", nil // names and types only: the secrets are not read
+		}
+		v := getenv(name)
+		if v == "" {
+			return "", fmt.Errorf("%s: the environment variable %s is not set", field, name)
+		}
+		return Secret(v), nil
+	}
+	var err error
+	switch c.Type {
+	case TypeSMPP:
+		if c.Addr == "" {
+			return errors.New("addr is required: the SMSC's host:port")
+		}
+		if _, port, e := net.SplitHostPort(c.Addr); e != nil || port == "" {
+			return fmt.Errorf("addr %q: want host:port, e.g. smsc.example:2775", c.Addr)
+		}
+		if c.SystemID == "" || len(c.SystemID) > 15 {
+			return errors.New("system_id is required: 1 to 15 characters (SMPP 3.4)")
+		}
+		if len(c.SystemType) > 12 {
+			return errors.New("system_type: at most 12 characters (SMPP 3.4)")
+		}
+		if c.InDoubtResendAfter < 0 {
+			return errors.New("in_doubt_resend_after must be a whole number of seconds >= 0")
+		}
+		if c.InDoubtResendAfter == 0 {
+			c.InDoubtResendAfter = 30
+		}
+		c.Password, err = secret("password_env", c.PasswordEnv, false)
+	case TypeTwilio:
+		u, e := url.Parse(c.BaseURL)
+		if c.BaseURL == "" || e != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return errors.New("base_url is required: an absolute http(s) URL such as https://api.twilio.com")
+		}
+		c.BaseURL = strings.TrimSuffix(c.BaseURL, "/")
+		if c.AccountSID == "" {
+			return errors.New("account_sid is required")
+		}
+		c.AuthToken, err = secret("auth_token_env", c.AuthTokenEnv, true)
+	}
+	return err
+}
+
+// Find returns the link of the file named name.
+func Find(links []Config, name string) (Config, bool) {
+	for _, l := range links {
+		if l.Name == name {
+			return l, true
+		}
+	}
+	return Config{}, false
+}

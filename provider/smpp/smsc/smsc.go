@@ -1,0 +1,550 @@
+// Package smsc is a small SMSC, an SMPP 3.4 server, built on gosmpp's PDU
+// package, for the tests and the `smpp` benchmark: it accepts transceiver
+// binds, answers submit_sm (or not, or with an error, as a test decides),
+// sends delivery receipts and mobile-originated texts as deliver_sm, keeps
+// them until a bind acknowledges them (store and forward, as SMSCs do), and
+// records everything it received. It is not a production SMSC.
+package smsc
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf16"
+
+	"github.com/linxGnu/gosmpp/data"
+	"github.com/linxGnu/gosmpp/pdu"
+)
+
+// Submit is a submit_sm the SMSC received.
+type Submit struct {
+	ID         string // the message_id it gave (empty when it did not accept it)
+	Seq        int32
+	From, To   string // as written, without "+"
+	Coding     byte
+	EsmClass   byte
+	Registered byte
+	Text       string // decoded
+	// Total, Part and Ref are the concatenation header of a part of a long
+	// text (Total 0 for a text of one part).
+	Total, Part, Ref int
+	At               time.Time
+	Bind             int // which bind (1 for the first) it came on
+}
+
+// Action is what the SMSC does with a submit_sm.
+type Action struct {
+	// Status answers with this command_status (0: accepted).
+	Status data.CommandStatusType
+	// Delay answers after this long.
+	Delay time.Duration
+	// NoAnswer never answers.
+	NoAnswer bool
+	// Drop closes the bind instead of answering: the SMSC has the message
+	// (its receipt follows on the next bind); Lose closes it as if the
+	// submit_sm never arrived.
+	Drop, Lose bool
+	// Stat and Err are those of the receipt (default DELIVRD, 000);
+	// NoReceipt sends none.
+	Stat, Err string
+	NoReceipt bool
+}
+
+// Server is the SMSC. Set its fields before Start.
+type Server struct {
+	SystemID, Password string
+	// OnSubmit decides what to do with each submit_sm (nil: accept it and
+	// send a DELIVRD receipt).
+	OnSubmit func(*Submit) Action
+	// OnAnswer is called as the SMSC answers an accepted submit_sm.
+	OnAnswer func(s *Submit, at time.Time)
+	// ReceiptTLVs adds receipted_message_id and message_state to receipts
+	// (the text is always there).
+	ReceiptTLVs bool
+	// DecimalReceiptIDs writes a receipt's id in decimal while the
+	// submit_sm_resp gave it in hex, as some SMSCs do.
+	DecimalReceiptIDs bool
+
+	ln     net.Listener
+	nextID atomic.Uint64
+	binds  atomic.Int64
+
+	mu       sync.Mutex
+	conns    map[*conn]bool
+	submits  []*Submit
+	outbox   []*deliver // not yet acknowledged, not on any bind
+	resps    int
+	closed   bool
+	wakeSend chan struct{}
+}
+
+type deliver struct {
+	p    *pdu.DeliverSM
+	seq  int32
+	on   *conn
+	what string
+}
+
+// Start listens on 127.0.0.1 (a random port).
+func (s *Server) Start() error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	s.ln = ln
+	s.conns = map[*conn]bool{}
+	s.wakeSend = make(chan struct{}, 1)
+	go s.accept()
+	go s.dispatch()
+	return nil
+}
+
+// Addr is the SMSC's host:port.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Close stops the SMSC and closes every bind.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	conns := s.conns
+	s.conns = map[*conn]bool{}
+	s.mu.Unlock()
+	s.ln.Close()
+	for c := range conns {
+		c.close()
+	}
+	select {
+	case s.wakeSend <- struct{}{}:
+	default:
+	}
+}
+
+// DropAll closes every bind at once, as an SMSC restart or a network cut
+// would.
+func (s *Server) DropAll() {
+	s.mu.Lock()
+	var cs []*conn
+	for c := range s.conns {
+		cs = append(cs, c)
+	}
+	s.mu.Unlock()
+	for _, c := range cs {
+		c.close()
+	}
+}
+
+// Binds is how many binds were made.
+func (s *Server) Binds() int { return int(s.binds.Load()) }
+
+// Bound reports how many binds are open.
+func (s *Server) Bound() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for c := range s.conns {
+		if c.bound.Load() {
+			n++
+		}
+	}
+	return n
+}
+
+// Submits returns a copy of every submit_sm received, in order.
+func (s *Server) Submits() []Submit {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Submit, len(s.submits))
+	for i, sub := range s.submits {
+		out[i] = *sub
+	}
+	return out
+}
+
+// SubmitCount is how many submit_sm were received.
+func (s *Server) SubmitCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.submits)
+}
+
+// Pending is how many deliver_sm (receipts, texts) wait for an
+// acknowledgement.
+func (s *Server) Pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.outbox)
+	for c := range s.conns {
+		c.mu.Lock()
+		n += len(c.inflight)
+		c.mu.Unlock()
+	}
+	return n
+}
+
+func (s *Server) accept() {
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		c := &conn{srv: s, nc: nc, w: bufio.NewWriterSize(nc, 64<<10), out: make(chan pdu.PDU, 4096), done: make(chan struct{}),
+			inflight: map[int32]*deliver{}}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			nc.Close()
+			return
+		}
+		s.conns[c] = true
+		s.mu.Unlock()
+		go c.writeLoop()
+		go c.readLoop()
+	}
+}
+
+// conn is one client connection.
+type conn struct {
+	srv   *Server
+	nc    net.Conn
+	w     *bufio.Writer
+	out   chan pdu.PDU
+	done  chan struct{}
+	once  sync.Once
+	bound atomic.Bool
+	n     int
+
+	mu       sync.Mutex
+	inflight map[int32]*deliver
+}
+
+func (c *conn) close() {
+	c.once.Do(func() {
+		close(c.done)
+		c.nc.Close()
+		s := c.srv
+		s.mu.Lock()
+		delete(s.conns, c)
+		c.mu.Lock()
+		for _, d := range c.inflight { // unacknowledged: sent again on another bind
+			d.on = nil
+			s.outbox = append(s.outbox, d)
+		}
+		c.inflight = map[int32]*deliver{}
+		c.mu.Unlock()
+		s.mu.Unlock()
+		s.kick()
+	})
+}
+
+func (c *conn) send(p pdu.PDU) bool {
+	select {
+	case c.out <- p:
+		return true
+	case <-c.done:
+		return false
+	}
+}
+
+func (c *conn) writeLoop() {
+	for {
+		var p pdu.PDU
+		select {
+		case p = <-c.out:
+		case <-c.done:
+			return
+		}
+		for {
+			buf := pdu.NewBuffer(make([]byte, 0, 128))
+			p.Marshal(buf)
+			if _, err := c.w.Write(buf.Bytes()); err != nil {
+				c.close()
+				return
+			}
+			select {
+			case p = <-c.out:
+				continue
+			default:
+			}
+			break
+		}
+		if err := c.w.Flush(); err != nil {
+			c.close()
+			return
+		}
+	}
+}
+
+func (c *conn) readLoop() {
+	s := c.srv
+	r := bufio.NewReaderSize(c.nc, 64<<10)
+	defer c.close()
+	for {
+		p, err := pdu.Parse(r)
+		if err != nil {
+			return
+		}
+		switch p := p.(type) {
+		case *pdu.BindRequest:
+			resp := pdu.NewBindResp(*p)
+			resp.SystemID = "smsc"
+			if p.BindingType != pdu.Transceiver {
+				resp.CommandStatus = data.ESME_RINVCMDID
+			} else if (s.SystemID != "" && p.SystemID != s.SystemID) || (s.Password != "" && p.Password != s.Password) {
+				resp.CommandStatus = data.ESME_RINVPASWD
+			}
+			c.send(resp)
+			if resp.CommandStatus != data.ESME_ROK {
+				time.Sleep(20 * time.Millisecond)
+				return
+			}
+			c.n = int(s.binds.Add(1))
+			c.bound.Store(true)
+			s.kick()
+		case *pdu.SubmitSM:
+			if !c.bound.Load() {
+				r := p.GetResponse()
+				r.(*pdu.SubmitSMResp).CommandStatus = data.ESME_RINVBNDSTS
+				c.send(r)
+				continue
+			}
+			if !c.submit(p) {
+				return
+			}
+		case *pdu.DeliverSMResp:
+			c.mu.Lock()
+			d := c.inflight[p.SequenceNumber]
+			delete(c.inflight, p.SequenceNumber)
+			c.mu.Unlock()
+			if d != nil && p.CommandStatus != data.ESME_ROK {
+				s.queue(d) // refused: again later
+			}
+		case *pdu.EnquireLink:
+			c.send(p.GetResponse())
+		case *pdu.Unbind:
+			c.send(p.GetResponse())
+			time.Sleep(20 * time.Millisecond)
+			return
+		case *pdu.EnquireLinkResp, *pdu.GenericNack:
+		default:
+			if p.CanResponse() {
+				nack := pdu.NewGenericNack().(*pdu.GenericNack)
+				nack.SetSequenceNumber(p.GetSequenceNumber())
+				nack.CommandStatus = data.ESME_RINVCMDID
+				c.send(nack)
+			}
+		}
+	}
+}
+
+// submit handles a submit_sm; false ends the connection.
+func (c *conn) submit(p *pdu.SubmitSM) bool {
+	s := c.srv
+	sub := &Submit{Seq: p.SequenceNumber, From: p.SourceAddr.Address(), To: p.DestAddr.Address(), Coding: p.Message.Encoding().DataCoding(),
+		EsmClass: p.EsmClass, Registered: p.RegisteredDelivery, At: time.Now(), Bind: c.n}
+	sub.Text, _ = p.Message.GetMessage()
+	if total, part, ref, ok := p.Message.UDH().GetConcatInfo(); ok {
+		sub.Total, sub.Part, sub.Ref = int(total), int(part), int(ref)
+	}
+	act := Action{}
+	if s.OnSubmit != nil {
+		act = s.OnSubmit(sub)
+	}
+	if act.Lose {
+		return false
+	}
+	if act.Status == data.ESME_ROK {
+		sub.ID = fmt.Sprintf("%X", s.nextID.Add(1)+0x1000)
+	}
+	s.mu.Lock()
+	s.submits = append(s.submits, sub)
+	s.mu.Unlock()
+	if sub.ID != "" && !act.NoReceipt && sub.Registered&0x03 != 0 {
+		stat, errc := act.Stat, act.Err
+		if stat == "" {
+			stat = "DELIVRD"
+		}
+		if errc == "" {
+			errc = "000"
+		}
+		s.queue(&deliver{p: s.receipt(sub, stat, errc), what: "receipt"})
+	}
+	if act.Drop {
+		return false
+	}
+	if act.NoAnswer {
+		return true
+	}
+	resp := p.GetResponse().(*pdu.SubmitSMResp)
+	resp.CommandStatus = act.Status
+	resp.MessageID = sub.ID
+	answer := func() {
+		if s.OnAnswer != nil && sub.ID != "" {
+			s.OnAnswer(sub, time.Now())
+		}
+		c.send(resp)
+	}
+	if act.Delay > 0 {
+		time.AfterFunc(act.Delay, answer)
+	} else {
+		answer()
+	}
+	return true
+}
+
+var stateOf = map[string]byte{"ENROUTE": 1, "DELIVRD": 2, "EXPIRED": 3, "DELETED": 4, "UNDELIV": 5, "ACCEPTD": 6, "UNKNOWN": 7, "REJECTD": 8}
+
+// receipt builds the delivery receipt of sub (SMPP 3.4 Appendix B).
+func (s *Server) receipt(sub *Submit, stat, errc string) *pdu.DeliverSM {
+	d := pdu.NewDeliverSM().(*pdu.DeliverSM)
+	d.SourceAddr, _ = pdu.NewAddressWithTonNpiAddr(1, 1, sub.To)
+	d.DestAddr, _ = pdu.NewAddressWithTonNpiAddr(1, 1, sub.From)
+	d.EsmClass = 0x04
+	id := sub.ID
+	if s.DecimalReceiptIDs {
+		var v uint64
+		fmt.Sscanf(sub.ID, "%X", &v)
+		id = fmt.Sprint(v)
+	}
+	dlvrd := "000"
+	if stat == "DELIVRD" {
+		dlvrd = "001"
+	}
+	now := time.Now().UTC().Format("0601021504")
+	text := []rune(sub.Text)
+	if len(text) > 20 {
+		text = text[:20]
+	}
+	body := fmt.Sprintf("id:%s sub:001 dlvrd:%s submit date:%s done date:%s stat:%s err:%s text:%s", id, dlvrd, now, now, stat, errc, string(text))
+	var sm pdu.ShortMessage
+	enc := data.GSM7BIT
+	if len(data.ValidateGSM7String(body)) > 0 {
+		enc = data.UCS2
+	}
+	b, _ := enc.Encode(body)
+	if len(b) > 254 {
+		b = b[:254]
+	}
+	sm.SetMessageDataWithEncoding(b, enc)
+	d.Message = sm
+	if s.ReceiptTLVs {
+		d.RegisterOptionalParam(pdu.Field{Tag: pdu.TagReceiptedMessageID, Data: append([]byte(id), 0)})
+		d.RegisterOptionalParam(pdu.Field{Tag: pdu.TagMessageStateOption, Data: []byte{stateOf[stat]}})
+	}
+	return d
+}
+
+// SendMO sends a text from a handset (from, to as E.164) to the ESME: one
+// deliver_sm, or the parts of a long text with a concatenation header, in
+// GSM-7 or UCS-2. It is sent again until a bind acknowledges it.
+func (s *Server) SendMO(from, to, text string, ref uint8) {
+	gsm := len(data.ValidateGSM7String(text)) == 0
+	var enc data.Encoding = data.UCS2
+	single, part := 70, 67
+	if gsm {
+		enc, single, part = data.GSM7BIT, 160, 153
+	}
+	units := func(r rune) int {
+		if gsm {
+			if data.IsEscapeChar(r) {
+				return 2
+			}
+			return 1
+		}
+		return max(utf16.RuneLen(r), 1)
+	}
+	runes := []rune(text)
+	total := 0
+	for _, r := range runes {
+		total += units(r)
+	}
+	var cuts []string
+	if total <= single {
+		cuts = []string{text}
+	} else {
+		start, n := 0, 0
+		for i, r := range runes {
+			if n+units(r) > part {
+				cuts = append(cuts, string(runes[start:i]))
+				start, n = i, 0
+			}
+			n += units(r)
+		}
+		cuts = append(cuts, string(runes[start:]))
+	}
+	for i, cut := range cuts {
+		d := pdu.NewDeliverSM().(*pdu.DeliverSM)
+		d.SourceAddr, _ = pdu.NewAddressWithTonNpiAddr(1, 1, strings.TrimPrefix(from, "+"))
+		d.DestAddr, _ = pdu.NewAddressWithTonNpiAddr(1, 1, strings.TrimPrefix(to, "+"))
+		b, _ := enc.Encode(cut)
+		var sm pdu.ShortMessage
+		sm.SetMessageDataWithEncoding(b, enc)
+		if len(cuts) > 1 {
+			d.EsmClass = data.SM_UDH_GSM
+			sm.SetUDH(pdu.UDH{pdu.NewIEConcatMessage(uint8(len(cuts)), uint8(i+1), ref)})
+		}
+		d.Message = sm
+		s.queue(&deliver{p: d, what: "mo"})
+	}
+}
+
+func (s *Server) queue(d *deliver) {
+	s.mu.Lock()
+	d.on = nil
+	s.outbox = append(s.outbox, d)
+	s.mu.Unlock()
+	s.kick()
+}
+
+func (s *Server) kick() {
+	select {
+	case s.wakeSend <- struct{}{}:
+	default:
+	}
+}
+
+// dispatch sends what waits in the outbox on a bound connection.
+func (s *Server) dispatch() {
+	for range s.wakeSend {
+		for {
+			s.mu.Lock()
+			if s.closed {
+				s.mu.Unlock()
+				return
+			}
+			var target *conn
+			for c := range s.conns {
+				if c.bound.Load() {
+					target = c
+					break
+				}
+			}
+			if target == nil || len(s.outbox) == 0 {
+				s.mu.Unlock()
+				break
+			}
+			batch := s.outbox
+			s.outbox = nil
+			target.mu.Lock()
+			for _, d := range batch {
+				d.p.AssignSequenceNumber()
+				d.seq, d.on = d.p.SequenceNumber, target
+				target.inflight[d.seq] = d
+			}
+			target.mu.Unlock()
+			s.mu.Unlock()
+			for _, d := range batch {
+				if !target.send(d.p) {
+					break // closed: close() moved the in-flight ones back
+				}
+			}
+		}
+	}
+}
+
+// ErrNotBound is returned when a test expects a bind that is not there.
+var ErrNotBound = errors.New("smsc: no bind")

@@ -1,0 +1,353 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	sb "github.com/switchboard/switchboard"
+)
+
+// Carrier links: what the store keeps of the messages that went out over a
+// carrier link (see the carrier_* tables of migration 0010 and sb.CarrierEvent).
+// A message has one or more parts; each part is written to the carrier,
+// accepted with an id (or refused), and later receipted. The message is sent
+// once every part is accepted, delivered once every part is delivered, and
+// failed as soon as one part fails.
+
+// orphanTTL is how long a receipt for an id no part has is kept, waiting for
+// the answer that gives the id.
+const orphanTTL = 7 * 24 * time.Hour
+
+// CarrierPhone returns the phone of the link whose number is number.
+func (db *DB) CarrierPhone(ctx context.Context, link, number string) (*sb.Phone, error) {
+	return scanPhone(db.queryRow(ctx, `SELECT `+phoneCols+` FROM phones WHERE link = ? AND number = ?`, link, number))
+}
+
+// CarrierParts returns what the store knows of the parts of the messages
+// ids, by message id; a message none of whose parts were written has none.
+func (db *DB) CarrierParts(ctx context.Context, ids []string) (map[string][]sb.CarrierPart, error) {
+	out := map[string][]sb.CarrierPart{}
+	for len(ids) > 0 {
+		n := min(len(ids), 500)
+		args := make([]any, n)
+		for i, id := range ids[:n] {
+			args[i] = id
+		}
+		rows, err := db.query(ctx, `SELECT message_id, part, parts, state, written_at FROM carrier_parts WHERE message_id IN (`+placeholders(n)+`)`, args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var p sb.CarrierPart
+			var written sql.NullInt64
+			if err := rows.Scan(&p.MessageID, &p.Part, &p.Parts, &p.State, &written); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			if written.Valid {
+				p.WrittenAt = sb.FromMicros(written.Int64)
+			}
+			out[p.MessageID] = append(out[p.MessageID], p)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		ids = ids[n:]
+	}
+	return out, nil
+}
+
+// RecordCarrier applies, in one transaction and in order, what a link
+// learned. Parts written and answered are recorded with the carrier's id, a
+// refusal fails its message, a receipt moves its part and, when that decides
+// it, its message (with its webhook event), and an inbound text is stored as
+// Inbound stores it (STOP/START, message.received) for the tenant whose
+// phone of the link has the number it was sent to. A receipt whose id no part
+// has adopts the oldest part in doubt of a message with the receipt's
+// addresses, or waits for the id (carrier_orphans). Repeats change nothing:
+// a final part or message never changes again.
+func (db *DB) RecordCarrier(ctx context.Context, link string, evs []sb.CarrierEvent) (sb.CarrierResult, error) {
+	var res sb.CarrierResult
+	err := db.writeRacing(ctx, func(tx *Tx) error {
+		res = sb.CarrierResult{}
+		c := &carrierTx{tx: tx, link: link, hooks: hookCache{}, res: &res}
+		for i := range evs {
+			if err := c.apply(ctx, &evs[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return res, err
+}
+
+type carrierTx struct {
+	tx    *Tx
+	link  string
+	hooks hookCache
+	res   *sb.CarrierResult
+}
+
+func (c *carrierTx) apply(ctx context.Context, e *sb.CarrierEvent) error {
+	at := e.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	switch e.Kind {
+	case sb.CarrierWritten:
+		_, err := c.tx.exec(ctx, `INSERT INTO carrier_parts (message_id, part, parts, link, state, written_at, updated_at) VALUES (?, ?, ?, ?, 'written', ?, ?)
+			ON CONFLICT (message_id, part) DO UPDATE SET written_at = excluded.written_at, updated_at = excluded.updated_at WHERE carrier_parts.state = 'written'`,
+			e.MessageID, e.Part, max(e.Parts, 1), c.link, sb.Micros(at), sb.Micros(at))
+		return err
+	case sb.CarrierAccepted:
+		if _, err := c.tx.exec(ctx, `INSERT INTO carrier_ids (link, external_id, message_id, part) VALUES (?, ?, ?, ?) ON CONFLICT (link, external_id) DO NOTHING`,
+			c.link, e.ExternalID, e.MessageID, e.Part); err != nil {
+			return err
+		}
+		if err := c.accept(ctx, e.MessageID, e.Part, e.Parts, at); err != nil {
+			return err
+		}
+		if err := c.evaluate(ctx, e.MessageID, "", at); err != nil {
+			return err
+		}
+		// A receipt that came first (through another node's bind) waits here.
+		var state int
+		var reason string
+		var orphanAt int64
+		err := c.tx.queryRow(ctx, `SELECT state, reason, at FROM carrier_orphans WHERE link = ? AND external_id = ?`, c.link, e.ExternalID).
+			Scan(&state, &reason, &orphanAt)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := c.tx.exec(ctx, `DELETE FROM carrier_orphans WHERE link = ? AND external_id = ?`, c.link, e.ExternalID); err != nil {
+			return err
+		}
+		return c.receipt(ctx, e.MessageID, e.Part, state, reason, sb.FromMicros(orphanAt))
+	case sb.CarrierRefused:
+		if err := c.partState(ctx, e.MessageID, e.Part, e.Parts, sb.PartFailed, at); err != nil {
+			return err
+		}
+		return c.evaluate(ctx, e.MessageID, e.Reason, at)
+	case sb.CarrierReceipt:
+		return c.receiptEvent(ctx, e, at)
+	case sb.CarrierInbound:
+		return c.inbound(ctx, e.Inbound)
+	}
+	return fmt.Errorf("sqlstore: unknown carrier event %d", e.Kind)
+}
+
+// accept records that the carrier has a part (it gave it an id, or a
+// receipt named it): a part written, or not known yet, becomes accepted.
+func (c *carrierTx) accept(ctx context.Context, messageID string, part, parts int, at time.Time) error {
+	_, err := c.tx.exec(ctx, `INSERT INTO carrier_parts (message_id, part, parts, link, state, written_at, updated_at) VALUES (?, ?, ?, ?, 'accepted', NULL, ?)
+		ON CONFLICT (message_id, part) DO UPDATE SET state = 'accepted', written_at = NULL, updated_at = excluded.updated_at
+		WHERE carrier_parts.state = 'written'`,
+		messageID, part, max(parts, 1), c.link, sb.Micros(at))
+	return err
+}
+
+// partState makes a part final (delivered or failed) unless it is already.
+func (c *carrierTx) partState(ctx context.Context, messageID string, part, parts int, state string, at time.Time) error {
+	_, err := c.tx.exec(ctx, `INSERT INTO carrier_parts (message_id, part, parts, link, state, written_at, updated_at) VALUES (?, ?, ?, ?, ?, NULL, ?)
+		ON CONFLICT (message_id, part) DO UPDATE SET state = excluded.state, written_at = NULL, updated_at = excluded.updated_at
+		WHERE carrier_parts.state IN ('written', 'accepted')`,
+		messageID, part, max(parts, 1), c.link, state, sb.Micros(at))
+	return err
+}
+
+func (c *carrierTx) receiptEvent(ctx context.Context, e *sb.CarrierEvent, at time.Time) error {
+	messageID, part := e.MessageID, e.Part
+	if messageID != "" {
+		// The receipt names its message (a status callback to the
+		// message's own URL): its id may not be recorded yet.
+		var n int
+		if err := c.tx.queryRow(ctx, `SELECT COUNT(*) FROM messages WHERE id = ?`, messageID).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		if e.ExternalID != "" {
+			if _, err := c.tx.exec(ctx, `INSERT INTO carrier_ids (link, external_id, message_id, part) VALUES (?, ?, ?, ?) ON CONFLICT (link, external_id) DO NOTHING`,
+				c.link, e.ExternalID, messageID, part); err != nil {
+				return err
+			}
+		}
+		return c.receipt(ctx, messageID, part, e.State, e.Reason, at)
+	}
+	for _, id := range append([]string{e.ExternalID}, e.AltIDs...) {
+		err := c.tx.queryRow(ctx, `SELECT message_id, part FROM carrier_ids WHERE link = ? AND external_id = ?`, c.link, id).Scan(&messageID, &part)
+		if err == nil {
+			return c.receipt(ctx, messageID, part, e.State, e.Reason, at)
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+	}
+	ref, err := c.adopt(ctx, e)
+	if err != nil {
+		return err
+	}
+	if ref != nil {
+		if _, err := c.tx.exec(ctx, `INSERT INTO carrier_ids (link, external_id, message_id, part) VALUES (?, ?, ?, ?) ON CONFLICT (link, external_id) DO NOTHING`,
+			c.link, e.ExternalID, ref.MessageID, ref.Part); err != nil {
+			return err
+		}
+		c.res.Adopted = append(c.res.Adopted, *ref)
+		return c.receipt(ctx, ref.MessageID, ref.Part, e.State, e.Reason, at)
+	}
+	// Nobody has the id yet: keep the receipt for it (the latest one).
+	if _, err := c.tx.exec(ctx, `DELETE FROM carrier_orphans WHERE at < ?`, sb.Micros(at.Add(-orphanTTL))); err != nil {
+		return err
+	}
+	_, err = c.tx.exec(ctx, `INSERT INTO carrier_orphans (link, external_id, state, reason, at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (link, external_id) DO UPDATE SET state = excluded.state, reason = excluded.reason, at = excluded.at
+		WHERE carrier_orphans.state = 0`,
+		c.link, e.ExternalID, e.State, e.Reason, sb.Micros(at))
+	return err
+}
+
+// adopt finds the part in doubt that a receipt with an unknown id is about:
+// the oldest part of the link written and never answered, of a message from
+// the receipt's To to its From whose body holds the receipt's text.
+func (c *carrierTx) adopt(ctx context.Context, e *sb.CarrierEvent) (*sb.PartRef, error) {
+	if e.From == "" || e.To == "" {
+		return nil, nil
+	}
+	rows, err := c.tx.query(ctx, `SELECT p.message_id, p.part, m.body FROM carrier_parts p JOIN messages m ON m.id = p.message_id
+		WHERE p.link = ? AND p.state = 'written' AND m.from_number = ? AND m.to_number = ?
+		ORDER BY p.written_at LIMIT 20`, c.link, e.From, e.To)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ref sb.PartRef
+		var body string
+		if err := rows.Scan(&ref.MessageID, &ref.Part, &body); err != nil {
+			return nil, err
+		}
+		if e.Text == "" || strings.Contains(body, e.Text) {
+			return &ref, rows.Close()
+		}
+	}
+	return nil, rows.Err()
+}
+
+// receipt applies a receipt to a part, then to its message.
+func (c *carrierTx) receipt(ctx context.Context, messageID string, part, state int, reason string, at time.Time) error {
+	var parts int
+	err := c.tx.queryRow(ctx, `SELECT parts FROM carrier_parts WHERE message_id = ? AND part = ?`, messageID, part).Scan(&parts)
+	if errors.Is(err, sql.ErrNoRows) {
+		parts = 1 // a message of one part whose answer is not recorded yet
+		err = nil
+	}
+	if err != nil {
+		return err
+	}
+	switch state {
+	case sb.ReceiptDelivered:
+		err = c.partState(ctx, messageID, part, parts, sb.PartDelivered, at)
+	case sb.ReceiptFailed:
+		err = c.partState(ctx, messageID, part, parts, sb.PartFailed, at)
+	default:
+		err = c.accept(ctx, messageID, part, parts, at)
+	}
+	if err != nil {
+		return err
+	}
+	if state != sb.ReceiptFailed {
+		reason = ""
+	} else if parts > 1 {
+		reason = fmt.Sprintf("part %d of %d: %s", part+1, parts, reason)
+	}
+	return c.evaluate(ctx, messageID, reason, at)
+}
+
+// evaluate decides a message from its parts: failed (with reason, when a
+// part failed in this event) as soon as a part failed; delivered once every
+// part is delivered; sent, and out of the delivery queue, once every part is
+// accepted or final.
+func (c *carrierTx) evaluate(ctx context.Context, messageID, reason string, at time.Time) error {
+	rows, err := c.tx.query(ctx, `SELECT parts, state FROM carrier_parts WHERE message_id = ?`, messageID)
+	if err != nil {
+		return err
+	}
+	parts, accepted, delivered, failed := 0, 0, 0, 0
+	for rows.Next() {
+		var n int
+		var state string
+		if err := rows.Scan(&n, &state); err != nil {
+			rows.Close()
+			return err
+		}
+		parts = max(parts, n)
+		switch state {
+		case sb.PartAccepted:
+			accepted++
+		case sb.PartDelivered:
+			delivered++
+		case sb.PartFailed:
+			failed++
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	switch {
+	case parts == 0:
+		return nil
+	case failed > 0:
+		if reason == "" {
+			return nil // failed already, by an earlier part
+		}
+		c.res.Done = append(c.res.Done, messageID)
+		return c.tx.finish(ctx, []sb.Outcome{{MessageID: messageID, FailureReason: reason, At: at, SentAt: at}})
+	case delivered == parts:
+		c.res.Done = append(c.res.Done, messageID)
+		return c.tx.finish(ctx, []sb.Outcome{{MessageID: messageID, Delivered: true, At: at, SentAt: at}})
+	case accepted+delivered == parts:
+		c.res.Done = append(c.res.Done, messageID)
+		_, err := c.tx.exec(ctx, `UPDATE messages SET status = 'sent', sent_at = COALESCE(sent_at, ?), run_at = NULL
+			WHERE id = ? AND status IN ('queued', 'sent')`, sb.Micros(at), messageID)
+		return err
+	}
+	return nil
+}
+
+// inbound stores a text received on one of the link's numbers.
+func (c *carrierTx) inbound(ctx context.Context, m *sb.Message) error {
+	if m == nil {
+		return nil
+	}
+	p, err := scanPhone(c.tx.queryRow(ctx, `SELECT `+phoneCols+` FROM phones WHERE link = ? AND number = ?`, c.link, m.To))
+	if sb.ErrorCode(err) == sb.CodeNotFound {
+		return nil // no tenant has the number (any more): nothing to store
+	}
+	if err != nil {
+		return err
+	}
+	in := *m
+	in.ID, in.TenantID, in.Env, in.PhoneID = sb.NewID(), p.TenantID, sb.Live, p.ID
+	in.Direction, in.Status, in.Channel = sb.Inbound, sb.StatusReceived, sb.ChannelSMS
+	if in.CreatedAt.IsZero() {
+		in.CreatedAt = time.Now().UTC()
+	}
+	err = c.tx.inbound(ctx, &in, c.hooks)
+	if errors.Is(err, sb.ErrAlreadyStored) {
+		return nil
+	}
+	if err == nil {
+		m.ID, m.TenantID = in.ID, in.TenantID
+	}
+	return err
+}
