@@ -93,12 +93,19 @@ func (b *syncBuffer) String() string {
 // dbURL and waits until it listens. It stops when the test ends.
 func startServer(t testing.TB, dbURL string, extra ...string) *server {
 	t.Helper()
+	return startServerEnv(t, dbURL, noEnv, extra...)
+}
+
+// startServerEnv is startServer with the environment getenv gives (the
+// secrets a providers file names, say).
+func startServerEnv(t testing.TB, dbURL string, getenv func(string) string, extra ...string) *server {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	s := &server{t: t, DB: dbURL, cancel: cancel, done: make(chan error, 1), logs: &syncBuffer{}}
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--database", dbURL}, extra...)
 	go func() {
-		err := run(ctx, args, noEnv, io.Discard, pw)
+		err := run(ctx, args, getenv, io.Discard, pw)
 		pw.CloseWithError(fmt.Errorf("server exited: %v", err))
 		s.done <- err
 	}()

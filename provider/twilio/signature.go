@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"net/url"
 	"sort"
+	"strings"
 )
 
 // Signature returns the X-Twilio-Signature of a request Twilio makes to
@@ -34,8 +35,40 @@ func Signature(authToken, fullURL string, params url.Values) string {
 }
 
 // ValidSignature reports, in constant time, whether sig is the signature
-// of a request to fullURL with params.
+// of a request to fullURL with params. As Twilio's own validators do, it
+// also accepts the signature of the URL with the scheme's default port
+// written out or left out, since Twilio signs the URL as it was configured.
 func ValidSignature(authToken, fullURL string, params url.Values, sig string) bool {
-	want := Signature(authToken, fullURL, params)
-	return sig != "" && subtle.ConstantTimeCompare([]byte(want), []byte(sig)) == 1
+	if sig == "" {
+		return false
+	}
+	ok := 0
+	for _, u := range urlForms(fullURL) {
+		want := Signature(authToken, u, params)
+		ok |= subtle.ConstantTimeCompare([]byte(want), []byte(sig))
+	}
+	return ok == 1
+}
+
+// urlForms returns fullURL, and the same URL with its default port added
+// or removed.
+func urlForms(fullURL string) []string {
+	u, err := url.Parse(fullURL)
+	if err != nil || u.Host == "" {
+		return []string{fullURL}
+	}
+	def := map[string]string{"https": "443", "http": "80"}[u.Scheme]
+	if def == "" {
+		return []string{fullURL}
+	}
+	other := *u
+	switch u.Port() {
+	case "":
+		other.Host = u.Host + ":" + def
+	case def:
+		other.Host = strings.TrimSuffix(u.Host, ":"+def)
+	default:
+		return []string{fullURL}
+	}
+	return []string{fullURL, other.String()}
 }

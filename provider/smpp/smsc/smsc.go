@@ -8,7 +8,6 @@ package smsc
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -59,7 +58,7 @@ type Action struct {
 type Server struct {
 	SystemID, Password string
 	// OnSubmit decides what to do with each submit_sm (nil: accept it and
-	// send a DELIVRD receipt).
+	// send a DELIVRD receipt). SetOnSubmit changes it while serving.
 	OnSubmit func(*Submit) Action
 	// OnAnswer is called as the SMSC answers an accepted submit_sm.
 	OnAnswer func(s *Submit, at time.Time)
@@ -78,7 +77,7 @@ type Server struct {
 	conns    map[*conn]bool
 	submits  []*Submit
 	outbox   []*deliver // not yet acknowledged, not on any bind
-	resps    int
+	maxOut   int
 	closed   bool
 	wakeSend chan struct{}
 }
@@ -136,6 +135,27 @@ func (s *Server) DropAll() {
 	for _, c := range cs {
 		c.close()
 	}
+}
+
+// SetOnSubmit replaces OnSubmit.
+func (s *Server) SetOnSubmit(fn func(*Submit) Action) {
+	s.mu.Lock()
+	s.OnSubmit = fn
+	s.mu.Unlock()
+}
+
+// MaxOutstanding is the most submit_sm one bind had unanswered at once.
+func (s *Server) MaxOutstanding() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxOut
+}
+
+// ResetMaxOutstanding starts counting MaxOutstanding again.
+func (s *Server) ResetMaxOutstanding() {
+	s.mu.Lock()
+	s.maxOut = 0
+	s.mu.Unlock()
 }
 
 // Binds is how many binds were made.
@@ -218,8 +238,9 @@ type conn struct {
 	bound atomic.Bool
 	n     int
 
-	mu       sync.Mutex
-	inflight map[int32]*deliver
+	mu         sync.Mutex
+	inflight   map[int32]*deliver
+	unanswered int // submit_sm not answered yet
 }
 
 func (c *conn) close() {
@@ -351,8 +372,11 @@ func (c *conn) submit(p *pdu.SubmitSM) bool {
 		sub.Total, sub.Part, sub.Ref = int(total), int(part), int(ref)
 	}
 	act := Action{}
-	if s.OnSubmit != nil {
-		act = s.OnSubmit(sub)
+	s.mu.Lock()
+	on := s.OnSubmit
+	s.mu.Unlock()
+	if on != nil {
+		act = on(sub)
 	}
 	if act.Lose {
 		return false
@@ -362,6 +386,10 @@ func (c *conn) submit(p *pdu.SubmitSM) bool {
 	}
 	s.mu.Lock()
 	s.submits = append(s.submits, sub)
+	c.mu.Lock()
+	c.unanswered++
+	s.maxOut = max(s.maxOut, c.unanswered)
+	c.mu.Unlock()
 	s.mu.Unlock()
 	if sub.ID != "" && !act.NoReceipt && sub.Registered&0x03 != 0 {
 		stat, errc := act.Stat, act.Err
@@ -386,6 +414,9 @@ func (c *conn) submit(p *pdu.SubmitSM) bool {
 		if s.OnAnswer != nil && sub.ID != "" {
 			s.OnAnswer(sub, time.Now())
 		}
+		c.mu.Lock()
+		c.unanswered--
+		c.mu.Unlock()
 		c.send(resp)
 	}
 	if act.Delay > 0 {
@@ -545,6 +576,3 @@ func (s *Server) dispatch() {
 		}
 	}
 }
-
-// ErrNotBound is returned when a test expects a bind that is not there.
-var ErrNotBound = errors.New("smsc: no bind")
