@@ -100,10 +100,16 @@ func (c *carrierTx) apply(ctx context.Context, e *sb.CarrierEvent) error {
 	}
 	switch e.Kind {
 	case sb.CarrierWritten:
-		_, err := c.tx.exec(ctx, `INSERT INTO carrier_parts (message_id, part, parts, link, state, written_at, updated_at) VALUES (?, ?, ?, ?, 'written', ?, ?)
+		res, err := c.tx.exec(ctx, `INSERT INTO carrier_parts (message_id, part, parts, link, state, written_at, updated_at) VALUES (?, ?, ?, ?, 'written', ?, ?)
 			ON CONFLICT (message_id, part) DO UPDATE SET written_at = excluded.written_at, updated_at = excluded.updated_at WHERE carrier_parts.state = 'written'`,
 			e.MessageID, e.Part, max(e.Parts, 1), c.link, sb.Micros(at), sb.Micros(at))
-		return err
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err // answered already
+		}
+		return c.adoptOrphan(ctx, e.MessageID, e.Part)
 	case sb.CarrierAccepted:
 		if _, err := c.tx.exec(ctx, `INSERT INTO carrier_ids (link, external_id, message_id, part) VALUES (?, ?, ?, ?) ON CONFLICT (link, external_id) DO NOTHING`,
 			c.link, e.ExternalID, e.MessageID, e.Part); err != nil {
@@ -208,11 +214,57 @@ func (c *carrierTx) receiptEvent(ctx context.Context, e *sb.CarrierEvent, at tim
 	if _, err := c.tx.exec(ctx, `DELETE FROM carrier_orphans WHERE at < ?`, sb.Micros(at.Add(-orphanTTL))); err != nil {
 		return err
 	}
-	_, err = c.tx.exec(ctx, `INSERT INTO carrier_orphans (link, external_id, state, reason, at) VALUES (?, ?, ?, ?, ?)
+	_, err = c.tx.exec(ctx, `INSERT INTO carrier_orphans (link, external_id, state, reason, at, from_number, to_number, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (link, external_id) DO UPDATE SET state = excluded.state, reason = excluded.reason, at = excluded.at
 		WHERE carrier_orphans.state = 0`,
-		c.link, e.ExternalID, e.State, e.Reason, sb.Micros(at))
+		c.link, e.ExternalID, e.State, e.Reason, sb.Micros(at), e.From, e.To, e.Text)
 	return err
+}
+
+// adoptOrphan gives a part just recorded as written (in doubt) the oldest
+// receipt kept for an unknown id with its message's addresses and text: a
+// receipt that came before the part's answer, which was then lost.
+func (c *carrierTx) adoptOrphan(ctx context.Context, messageID string, part int) error {
+	var from, to, body string
+	err := c.tx.queryRow(ctx, `SELECT from_number, to_number, body FROM messages WHERE id = ?`, messageID).Scan(&from, &to, &body)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	rows, err := c.tx.query(ctx, `SELECT external_id, state, reason, at, text FROM carrier_orphans
+		WHERE link = ? AND from_number = ? AND to_number = ? ORDER BY at LIMIT 20`, c.link, from, to)
+	if err != nil {
+		return err
+	}
+	var id, reason, text string
+	var state int
+	var at int64
+	found := false
+	for rows.Next() {
+		if err := rows.Scan(&id, &state, &reason, &at, &text); err != nil {
+			rows.Close()
+			return err
+		}
+		if text == "" || strings.Contains(body, text) {
+			found = true
+			break
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || !found {
+		return err
+	}
+	if _, err := c.tx.exec(ctx, `DELETE FROM carrier_orphans WHERE link = ? AND external_id = ?`, c.link, id); err != nil {
+		return err
+	}
+	if _, err := c.tx.exec(ctx, `INSERT INTO carrier_ids (link, external_id, message_id, part) VALUES (?, ?, ?, ?) ON CONFLICT (link, external_id) DO NOTHING`,
+		c.link, id, messageID, part); err != nil {
+		return err
+	}
+	c.res.Adopted = append(c.res.Adopted, sb.PartRef{MessageID: messageID, Part: part})
+	return c.receipt(ctx, messageID, part, state, reason, sb.FromMicros(at))
 }
 
 // adopt finds the part in doubt that a receipt with an unknown id is about:

@@ -45,12 +45,22 @@ type process struct {
 
 func startProcess(t *testing.T, dbURL string, extra ...string) *process {
 	t.Helper()
+	return startProcessEnv(t, dbURL, nil, extra...)
+}
+
+// startProcessEnv is startProcess with env ("NAME=value") added to the
+// process's environment.
+func startProcessEnv(t *testing.T, dbURL string, env []string, extra ...string) *process {
+	t.Helper()
 	bin, err := buildBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--database", dbURL}, extra...)
 	cmd := exec.Command(bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -32,13 +32,19 @@ CREATE TABLE carrier_ids (
 );
 
 -- Receipts that named an id no part had yet (the answer that gives the id
--- is recorded by another node, or was lost): applied when the id arrives.
+-- is recorded by another node, or was lost): applied when the id arrives,
+-- or adopted by a part in doubt with the same addresses (from_number: the
+-- number the message went out from; to_number: its recipient) and text.
 CREATE TABLE carrier_orphans (
     link        TEXT NOT NULL,
     external_id TEXT NOT NULL,
     state       INTEGER NOT NULL,
     reason      TEXT NOT NULL,
     at          BIGINT NOT NULL,
+    from_number TEXT NOT NULL,
+    to_number   TEXT NOT NULL,
+    text        TEXT NOT NULL,
     PRIMARY KEY (link, external_id)
 );
+CREATE INDEX carrier_orphans_numbers ON carrier_orphans (link, from_number, to_number);
 CREATE INDEX carrier_orphans_at ON carrier_orphans (at);

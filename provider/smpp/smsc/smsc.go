@@ -391,20 +391,26 @@ func (c *conn) submit(p *pdu.SubmitSM) bool {
 	s.maxOut = max(s.maxOut, c.unanswered)
 	c.mu.Unlock()
 	s.mu.Unlock()
-	if sub.ID != "" && !act.NoReceipt && sub.Registered&0x03 != 0 {
-		stat, errc := act.Stat, act.Err
-		if stat == "" {
-			stat = "DELIVRD"
+	// The receipt follows the answer (or, when the answer is lost, the
+	// moment the SMSC took the message).
+	receipt := func() {
+		if sub.ID != "" && !act.NoReceipt && sub.Registered&0x03 != 0 {
+			stat, errc := act.Stat, act.Err
+			if stat == "" {
+				stat = "DELIVRD"
+			}
+			if errc == "" {
+				errc = "000"
+			}
+			s.queue(&deliver{p: s.receipt(sub, stat, errc), what: "receipt"})
 		}
-		if errc == "" {
-			errc = "000"
-		}
-		s.queue(&deliver{p: s.receipt(sub, stat, errc), what: "receipt"})
 	}
 	if act.Drop {
+		receipt()
 		return false
 	}
 	if act.NoAnswer {
+		receipt()
 		return true
 	}
 	resp := p.GetResponse().(*pdu.SubmitSMResp)
@@ -418,6 +424,7 @@ func (c *conn) submit(p *pdu.SubmitSM) bool {
 		c.unanswered--
 		c.mu.Unlock()
 		c.send(resp)
+		receipt()
 	}
 	if act.Delay > 0 {
 		time.AfterFunc(act.Delay, answer)
