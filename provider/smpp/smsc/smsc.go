@@ -90,8 +90,11 @@ type deliver struct {
 }
 
 // Start listens on 127.0.0.1 (a random port).
-func (s *Server) Start() error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func (s *Server) Start() error { return s.StartAt("127.0.0.1:0") }
+
+// StartAt listens on addr (an SMSC that comes back where it was).
+func (s *Server) StartAt(addr string) error {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}

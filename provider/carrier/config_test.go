@@ -1,0 +1,50 @@
+package carrier
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+const file = `{"links": [
+  {"name": "carrier1", "type": "smpp", "addr": "smsc.example:2775", "system_id": "acme", "password_env": "CARRIER1_PASSWORD", "system_type": "", "tps": 50, "window": 10},
+  {"name": "tw", "type": "twilio", "base_url": "https://api.twilio.com/", "account_sid": "AC123", "auth_token_env": "TW_TOKEN", "tps": 10}
+]}`
+
+func TestParseContractExample(t *testing.T) {
+	env := map[string]string{"CARRIER1_PASSWORD": "pw-secret", "TW_TOKEN": "tok-secret"}
+	links, err := Parse([]byte(file), func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(links) != 2 {
+		t.Fatalf("%d links", len(links))
+	}
+	s, tw := links[0], links[1]
+	if s.Name != "carrier1" || s.Type != TypeSMPP || s.Addr != "smsc.example:2775" || s.TPS != 50 || s.Window != 10 ||
+		s.Password.Reveal() != "pw-secret" || s.InDoubtResendAfter != 30 {
+		t.Errorf("smpp link: %+v", s)
+	}
+	if tw.BaseURL != "https://api.twilio.com" || tw.AuthToken.Reveal() != "tok-secret" || tw.Window != DefaultWindow || tw.TPS != 10 {
+		t.Errorf("twilio link: %+v", tw)
+	}
+	// A secret never shows, however the config is printed.
+	var logged strings.Builder
+	slog.New(slog.NewJSONHandler(&logged, nil)).Info("link", "config", s, "token", tw.AuthToken)
+	b, _ := json.Marshal(links)
+	for _, out := range []string{fmt.Sprint(s), fmt.Sprintf("%+v %#v", tw, tw), string(b), logged.String()} {
+		if strings.Contains(out, "secret") {
+			t.Errorf("a secret shows: %s", out)
+		}
+	}
+	// The operator commands read names and types without the secrets.
+	links, err = Parse([]byte(file), nil)
+	if err != nil || links[0].Password != "" {
+		t.Fatalf("without getenv: %v %v", links, err)
+	}
+	if l, ok := Find(links, "tw"); !ok || l.Type != TypeTwilio {
+		t.Fatalf("Find: %v %v", l, ok)
+	}
+}
