@@ -125,7 +125,7 @@ type Handoff struct {
 	// Deferred marks a hand-off the provider put off (see Deferred): the
 	// message waits until Retry and the attempt does not count.
 	Deferred bool
-	At    time.Time
+	At       time.Time
 	// OutcomeBy is when to hand the message over again if no outcome came.
 	OutcomeBy time.Time
 }

@@ -145,7 +145,10 @@ func (c *smppCase) waitFinal(t testing.TB, id string, within time.Duration) map[
 // (a long text's parts put together by their header).
 func textsOf(subs []smsc.Submit) map[string]int {
 	out := map[string]int{}
-	type key struct{ from, to string; ref, total int }
+	type key struct {
+		from, to   string
+		ref, total int
+	}
 	parts := map[key]map[int]string{}
 	for _, s := range subs {
 		if s.ID == "" && s.Total == 0 {

@@ -145,7 +145,7 @@ type Link struct {
 	resume    []*outMsg  // handed over again: their parts' state is read first
 	throttle  time.Time  // no submit_sm before
 	pause     time.Duration
-	nextSlot  time.Time // the throughput cap's next free slot
+	nextSlot  time.Time     // the throughput cap's next free slot
 	wake      chan struct{} // the writer's
 	hkWake    chan struct{} // housekeeping's
 

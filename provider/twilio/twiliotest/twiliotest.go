@@ -27,9 +27,9 @@ import (
 
 // Message is a message the API was asked to send.
 type Message struct {
-	SID                           string
+	SID                            string
 	To, From, Body, StatusCallback string
-	At                            time.Time
+	At                             time.Time
 }
 
 // Reply is how the API answers a Messages.json request.
