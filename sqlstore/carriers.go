@@ -115,17 +115,24 @@ func (c *carrierTx) apply(ctx context.Context, e *sb.CarrierEvent) error {
 			c.link, e.ExternalID, e.MessageID, e.Part); err != nil {
 			return err
 		}
-		if err := c.accept(ctx, e.MessageID, e.Part, e.Parts, at); err != nil {
+		changed, err := c.accept(ctx, e.MessageID, e.Part, e.Parts, at)
+		if err != nil {
 			return err
 		}
-		if err := c.evaluate(ctx, e.MessageID, "", at); err != nil {
+		if changed && e.Parts <= 1 {
+			// The one part is accepted: the message is sent (the common
+			// case, without reading the parts back).
+			if err := c.sent(ctx, e.MessageID, at); err != nil {
+				return err
+			}
+		} else if err := c.evaluate(ctx, e.MessageID, "", at); err != nil {
 			return err
 		}
 		// A receipt that came first (through another node's bind) waits here.
 		var state int
 		var reason string
 		var orphanAt int64
-		err := c.tx.queryRow(ctx, `SELECT state, reason, at FROM carrier_orphans WHERE link = ? AND external_id = ?`, c.link, e.ExternalID).
+		err = c.tx.queryRow(ctx, `SELECT state, reason, at FROM carrier_orphans WHERE link = ? AND external_id = ?`, c.link, e.ExternalID).
 			Scan(&state, &reason, &orphanAt)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
@@ -138,7 +145,7 @@ func (c *carrierTx) apply(ctx context.Context, e *sb.CarrierEvent) error {
 		}
 		return c.receipt(ctx, e.MessageID, e.Part, state, reason, sb.FromMicros(orphanAt))
 	case sb.CarrierRefused:
-		if err := c.partState(ctx, e.MessageID, e.Part, e.Parts, sb.PartFailed, at); err != nil {
+		if _, err := c.partState(ctx, e.MessageID, e.Part, e.Parts, sb.PartFailed, at); err != nil {
 			return err
 		}
 		return c.evaluate(ctx, e.MessageID, e.Reason, at)
@@ -151,21 +158,40 @@ func (c *carrierTx) apply(ctx context.Context, e *sb.CarrierEvent) error {
 }
 
 // accept records that the carrier has a part (it gave it an id, or a
-// receipt named it): a part written, or not known yet, becomes accepted.
-func (c *carrierTx) accept(ctx context.Context, messageID string, part, parts int, at time.Time) error {
-	_, err := c.tx.exec(ctx, `INSERT INTO carrier_parts (message_id, part, parts, link, state, written_at, updated_at) VALUES (?, ?, ?, ?, 'accepted', NULL, ?)
+// receipt named it): a part written, or not known yet, becomes accepted. It
+// reports whether the part changed.
+func (c *carrierTx) accept(ctx context.Context, messageID string, part, parts int, at time.Time) (bool, error) {
+	res, err := c.tx.exec(ctx, `INSERT INTO carrier_parts (message_id, part, parts, link, state, written_at, updated_at) VALUES (?, ?, ?, ?, 'accepted', NULL, ?)
 		ON CONFLICT (message_id, part) DO UPDATE SET state = 'accepted', written_at = NULL, updated_at = excluded.updated_at
 		WHERE carrier_parts.state = 'written'`,
 		messageID, part, max(parts, 1), c.link, sb.Micros(at))
-	return err
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
 }
 
-// partState makes a part final (delivered or failed) unless it is already.
-func (c *carrierTx) partState(ctx context.Context, messageID string, part, parts int, state string, at time.Time) error {
-	_, err := c.tx.exec(ctx, `INSERT INTO carrier_parts (message_id, part, parts, link, state, written_at, updated_at) VALUES (?, ?, ?, ?, ?, NULL, ?)
+// partState makes a part final (delivered or failed) unless it is already,
+// and reports whether it changed.
+func (c *carrierTx) partState(ctx context.Context, messageID string, part, parts int, state string, at time.Time) (bool, error) {
+	res, err := c.tx.exec(ctx, `INSERT INTO carrier_parts (message_id, part, parts, link, state, written_at, updated_at) VALUES (?, ?, ?, ?, ?, NULL, ?)
 		ON CONFLICT (message_id, part) DO UPDATE SET state = excluded.state, written_at = NULL, updated_at = excluded.updated_at
 		WHERE carrier_parts.state IN ('written', 'accepted')`,
 		messageID, part, max(parts, 1), c.link, state, sb.Micros(at))
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+// sent makes a message sent, and takes it out of the delivery queue: its
+// receipts finish it.
+func (c *carrierTx) sent(ctx context.Context, messageID string, at time.Time) error {
+	c.res.Done = append(c.res.Done, messageID)
+	_, err := c.tx.exec(ctx, `UPDATE messages SET status = 'sent', sent_at = COALESCE(sent_at, ?), run_at = NULL
+		WHERE id = ? AND status IN ('queued', 'sent')`, sb.Micros(at), messageID)
 	return err
 }
 
@@ -305,13 +331,14 @@ func (c *carrierTx) receipt(ctx context.Context, messageID string, part, state i
 	if err != nil {
 		return err
 	}
+	var changed bool
 	switch state {
 	case sb.ReceiptDelivered:
-		err = c.partState(ctx, messageID, part, parts, sb.PartDelivered, at)
+		changed, err = c.partState(ctx, messageID, part, parts, sb.PartDelivered, at)
 	case sb.ReceiptFailed:
-		err = c.partState(ctx, messageID, part, parts, sb.PartFailed, at)
+		changed, err = c.partState(ctx, messageID, part, parts, sb.PartFailed, at)
 	default:
-		err = c.accept(ctx, messageID, part, parts, at)
+		changed, err = c.accept(ctx, messageID, part, parts, at)
 	}
 	if err != nil {
 		return err
@@ -320,6 +347,18 @@ func (c *carrierTx) receipt(ctx context.Context, messageID string, part, state i
 		reason = ""
 	} else if parts > 1 {
 		reason = fmt.Sprintf("part %d of %d: %s", part+1, parts, reason)
+	}
+	if parts <= 1 {
+		// The one part decides the message, without reading it back.
+		switch {
+		case !changed:
+			return nil // a repeat, or a receipt after the part was final
+		case state == sb.ReceiptPending:
+			return c.sent(ctx, messageID, at)
+		default:
+			c.res.Done = append(c.res.Done, messageID)
+			return c.tx.finish(ctx, []sb.Outcome{{MessageID: messageID, Delivered: state == sb.ReceiptDelivered, FailureReason: reason, At: at, SentAt: at}})
+		}
 	}
 	return c.evaluate(ctx, messageID, reason, at)
 }
@@ -368,10 +407,7 @@ func (c *carrierTx) evaluate(ctx context.Context, messageID, reason string, at t
 		c.res.Done = append(c.res.Done, messageID)
 		return c.tx.finish(ctx, []sb.Outcome{{MessageID: messageID, Delivered: true, At: at, SentAt: at}})
 	case accepted+delivered == parts:
-		c.res.Done = append(c.res.Done, messageID)
-		_, err := c.tx.exec(ctx, `UPDATE messages SET status = 'sent', sent_at = COALESCE(sent_at, ?), run_at = NULL
-			WHERE id = ? AND status IN ('queued', 'sent')`, sb.Micros(at), messageID)
-		return err
+		return c.sent(ctx, messageID, at)
 	}
 	return nil
 }

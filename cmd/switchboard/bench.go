@@ -60,6 +60,9 @@ type benchScenario struct {
 	// (setup is not called) and writes its own report. Its error is the
 	// command's.
 	run func(ctx context.Context, env *benchEnv, o benchOptions, stdout io.Writer) error
+	// prepare, if not nil, runs before the server starts (to start what
+	// the server connects to) and returns more server arguments.
+	prepare func(ctx context.Context, env *benchEnv) ([]string, error)
 }
 
 // benchOptions are the measurement flags, resolved.
@@ -99,6 +102,8 @@ type benchEnv struct {
 	report func(ctx context.Context, o rounds.Outcome) (benchReport, error)
 	// closers run, last first, when the command ends.
 	closers []func()
+	// state is what a scenario's prepare leaves for its run.
+	state any
 }
 
 var benchScenarios = []benchScenario{
@@ -137,6 +142,13 @@ var benchScenarios = []benchScenario{
 			"launch latency, messages created/s against the direct-send rate, direct-send p99 and delivery delay with and " +
 			"without the campaign; no bare-handler rounds (bench_campaign.go)",
 		run: benchCampaignRun,
+	},
+	{
+		name: "smpp",
+		about: "sends from a phone on an SMPP link to an in-process SMSC (one bind each, window 10 and 100, no tps cap, DELIVRD receipts): " +
+			"submit_sm accepted/s through the bind, p99 from the 202 to the SMSC's submit_sm_resp; no bare-handler rounds (bench_smpp.go)",
+		prepare: benchSMPPPrepare,
+		run:     benchSMPPRun,
 	},
 }
 
@@ -193,6 +205,9 @@ type benchTenant struct {
 	TenantID string `json:"tenant_id"`
 	LiveKey  string `json:"live_key"`
 	TestKey  string `json:"test_key"`
+	Phone    struct {
+		ID string `json:"id"`
+	} `json:"phone"`
 }
 
 // createTenant runs `switchboard tenant create` against the bench database.
@@ -352,9 +367,17 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	}
 
 	env.dbLabel = dbLabel
+	serverArgs := sc.serverArgs
+	if sc.prepare != nil {
+		more, err := sc.prepare(ctx, env)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		serverArgs = append(append([]string(nil), serverArgs...), more...)
+	}
 	serverURL, stopServer, err := startBenchServer(ctx, append([]string{
 		"--addr", "127.0.0.1:0", "--database", env.database, "--plans", env.plans, "--log-level", "info", "--shutdown-timeout", "5s",
-	}, sc.serverArgs...), stderr)
+	}, serverArgs...), stderr)
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}

@@ -1,0 +1,330 @@
+package main
+
+// The smpp scenario of `switchboard bench`: messages through one SMPP bind
+// to an in-process SMSC, with a window of 10 and with one of 100. See
+// docs/benchmarks.md.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboard/switchboard/provider/smpp/smsc"
+)
+
+// benchSMPPTarget is the issue's target: submits accepted per second on one
+// bind with a window of 100.
+const benchSMPPTarget = 2000.0
+
+// benchSMPPWindows are the links the scenario measures, in order.
+var benchSMPPWindows = []int{10, 100}
+
+// benchSMPP is what prepare leaves for run: the SMSC and its bookkeeping.
+type benchSMPP struct {
+	smsc      *smsc.Server
+	providers string
+
+	mu       sync.Mutex
+	answered map[string]time.Time // text -> when its submit_sm_resp went
+	accepted atomic.Int64
+}
+
+func benchSMPPPrepare(ctx context.Context, env *benchEnv) ([]string, error) {
+	b := &benchSMPP{answered: map[string]time.Time{}}
+	b.smsc = &smsc.Server{OnAnswer: func(s *smsc.Submit, at time.Time) {
+		b.accepted.Add(1)
+		b.mu.Lock()
+		b.answered[s.Text] = at
+		b.mu.Unlock()
+	}}
+	if err := b.smsc.Start(); err != nil {
+		return nil, err
+	}
+	env.closers = append(env.closers, b.smsc.Close)
+	var links []map[string]any
+	for _, w := range benchSMPPWindows {
+		links = append(links, map[string]any{"name": fmt.Sprintf("w%d", w), "type": "smpp", "addr": b.smsc.Addr(), "system_id": "bench", "window": w})
+	}
+	raw, _ := json.Marshal(map[string]any{"links": links})
+	b.providers = filepath.Join(filepath.Dir(env.plans), "providers.json")
+	if err := os.WriteFile(b.providers, raw, 0o600); err != nil {
+		return nil, err
+	}
+	env.state = b
+	return []string{"--providers", b.providers}, nil
+}
+
+// benchSMPPResult is one window's figures.
+type benchSMPPResult struct {
+	Scenario     string  `json:"scenario"`
+	Window       int     `json:"window"`
+	Seconds      float64 `json:"seconds"`
+	Accepted202  int64   `json:"sends_accepted"`
+	SendsPerS    float64 `json:"sends_per_s"`
+	Submits      int64   `json:"submits_accepted"`
+	SubmitsPerS  float64 `json:"submits_per_s"`
+	Measured     int     `json:"latencies_measured"`
+	P50Ms        float64 `json:"p50_ms"`
+	P99Ms        float64 `json:"p99_ms"`
+	MaxMs        float64 `json:"max_ms"`
+	BeforeShare  float64 `json:"resp_before_202_share"`
+	SendP99Ms    float64 `json:"send_p99_ms"`
+	DrainS       float64 `json:"drain_s"`
+	Delivered    int64   `json:"delivered_after_drain"`
+	Errors       int64   `json:"errors"`
+	TargetPerS   float64 `json:"target_per_s,omitempty"`
+	Pass         *bool   `json:"pass,omitempty"`
+	ErrorsSample string  `json:"errors_sample,omitempty"`
+}
+
+func benchSMPPRun(ctx context.Context, env *benchEnv, o benchOptions, stdout io.Writer) error {
+	b := env.state.(*benchSMPP)
+	warm := max(o.warmup, time.Second)
+	fmt.Fprintf(env.stderr, "scenario smpp: database %s; SMSC on %s; %d connections, closed loop, %v measured after %v warmup per window\n",
+		env.dbLabel, b.smsc.Addr(), o.connections, o.duration, warm)
+	var results []benchSMPPResult
+	var failures []string
+	for _, w := range benchSMPPWindows {
+		tn, err := env.createTenant(ctx, fmt.Sprintf("bench smpp w%d", w), "scale")
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		number := fmt.Sprintf("+1555800%04d", w)
+		var out, errOut bytes.Buffer
+		if err := phoneCmd(ctx, []string{"add", "--database", env.database, "--tenant", tn.TenantID, "--number", number, "--provider", fmt.Sprintf("w%d", w),
+			"--providers", b.providers, "--daily-limit", "0"}, env.getenv, &out, &errOut); err != nil {
+			return fmt.Errorf("bench: phone add: %w %s", err, errOut.String())
+		}
+		if err := benchWaitOnline(ctx, env.serverURL, tn.LiveKey, number); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		// The carrier phone is the tenant's only one: sends name no from.
+		if err := benchDeletePhone(ctx, env.serverURL, tn.LiveKey, tn.Phone.ID); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		r, err := b.phase(ctx, env, o, warm, tn.LiveKey, number, w)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		fmt.Fprintf(env.stderr, "window %d: %.0f submits/s, p99 %.1f ms from 202 to submit_sm_resp\n", w, r.SubmitsPerS, r.P99Ms)
+		if r.Errors > 0 {
+			failures = append(failures, fmt.Sprintf("window %d: %d sends failed (%s)", w, r.Errors, r.ErrorsSample))
+		}
+		if w == 100 {
+			pass := r.SubmitsPerS >= benchSMPPTarget
+			r.TargetPerS, r.Pass = benchSMPPTarget, &pass
+		}
+		results = append(results, r)
+	}
+	if o.json {
+		var buf bytes.Buffer
+		for _, r := range results {
+			line, _ := json.Marshal(r)
+			buf.Write(line)
+			buf.WriteByte('\n')
+		}
+		if failures == nil {
+			failures = []string{}
+		}
+		sum, _ := json.Marshal(map[string]any{"scenario": "smpp", "summary": true, "database": env.dbLabel, "failures": failures,
+			"pass": len(failures) == 0 && results[len(results)-1].Pass != nil && *results[len(results)-1].Pass})
+		buf.Write(sum)
+		buf.WriteByte('\n')
+		if _, err := stdout.Write(buf.Bytes()); err != nil {
+			return err
+		}
+	} else {
+		var sb strings.Builder
+		fmt.Fprintf(&sb, "scenario smpp: database %s; one bind per window to an in-process SMSC (answers at once, DELIVRD receipts); %d connections, closed loop; %v measured after %v warmup\n",
+			env.dbLabel, o.connections, o.duration, warm)
+		fmt.Fprintf(&sb, "%-7s %10s %10s %12s %10s %9s %9s %9s %10s %11s %8s\n", "window", "sends/s", "submits/s", "submits", "p50 ms", "p99 ms", "max ms",
+			"<202", "send p99", "drain s", "errors")
+		for _, r := range results {
+			fmt.Fprintf(&sb, "%-7d %10.1f %10.1f %12d %10.2f %9.2f %9.2f %8.1f%% %10.2f %11.2f %8d\n", r.Window, r.SendsPerS, r.SubmitsPerS, r.Submits,
+				r.P50Ms, r.P99Ms, r.MaxMs, 100*r.BeforeShare, r.SendP99Ms, r.DrainS, r.Errors)
+		}
+		last := results[len(results)-1]
+		verdict := "FAIL"
+		if last.Pass != nil && *last.Pass {
+			verdict = "PASS"
+		}
+		fmt.Fprintf(&sb, "window 100: %.0f submit_sm accepted/s on one bind; target >= %.0f: %s\n", last.SubmitsPerS, benchSMPPTarget, verdict)
+		fmt.Fprintf(&sb, "latency: from the client's 202 to the SMSC's submit_sm_resp (a resp written before the 202 reached the client counts 0; \"<202\" is their share)\n")
+		if _, err := io.WriteString(stdout, sb.String()); err != nil {
+			return err
+		}
+	}
+	if len(failures) > 0 {
+		return fmt.Errorf("bench: %s", strings.Join(failures, "; "))
+	}
+	return nil
+}
+
+// phase measures one window: closed-loop sends from the link's phone for
+// o.duration after warm, then waits until every accepted send was answered
+// by the SMSC.
+func (b *benchSMPP) phase(ctx context.Context, env *benchEnv, o benchOptions, warm time.Duration, key, number string, window int) (benchSMPPResult, error) {
+	r := benchSMPPResult{Scenario: "smpp", Window: window}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.connections, MaxConnsPerHost: o.connections}, Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	type sent struct {
+		at   time.Time
+		took time.Duration
+	}
+	var mu sync.Mutex
+	accepted := map[string]sent{} // body -> when its 202 arrived
+	var errs atomic.Int64
+	var sample atomic.Value
+	start := time.Now().Add(warm)
+	end := start.Add(o.duration)
+	acceptedBefore := b.accepted.Load()
+	var submitsAtStart, submitsAtEnd atomic.Int64
+	go func() {
+		time.Sleep(time.Until(start))
+		submitsAtStart.Store(b.accepted.Load())
+		time.Sleep(time.Until(end))
+		submitsAtEnd.Store(b.accepted.Load())
+	}()
+	var wg sync.WaitGroup
+	for w := range o.connections {
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil && time.Now().Before(end); i++ {
+				body := fmt.Sprintf("w%d-%d-%d smpp bench", window, w, i)
+				payload, _ := json.Marshal(map[string]any{"to": "+15005550000", "body": body, "channel": "sms"})
+				req, _ := http.NewRequestWithContext(ctx, "POST", env.serverURL+"/v1/messages", bytes.NewReader(payload))
+				req.Header.Set("Authorization", "Bearer "+key)
+				req.Header.Set("Content-Type", "application/json")
+				t0 := time.Now()
+				res, err := client.Do(req)
+				if err != nil {
+					errs.Add(1)
+					sample.Store(err.Error())
+					continue
+				}
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				now := time.Now()
+				if res.StatusCode != http.StatusAccepted {
+					errs.Add(1)
+					sample.Store(fmt.Sprintf("status %d", res.StatusCode))
+					continue
+				}
+				if t0.After(start) && now.Before(end) {
+					mu.Lock()
+					accepted[body] = sent{at: now, took: now.Sub(t0)}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// Drain: every accepted send answered by the SMSC.
+	drainStart := time.Now()
+	for {
+		b.mu.Lock()
+		missing := 0
+		for body := range accepted {
+			if _, ok := b.answered[body]; !ok {
+				missing++
+			}
+		}
+		b.mu.Unlock()
+		if missing == 0 {
+			break
+		}
+		if time.Since(drainStart) > 120*time.Second {
+			return r, fmt.Errorf("window %d: %d accepted sends never reached the SMSC", window, missing)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.DrainS = time.Since(drainStart).Seconds()
+	r.Seconds = o.duration.Seconds()
+	r.Accepted202 = int64(len(accepted))
+	r.SendsPerS = float64(len(accepted)) / r.Seconds
+	r.Submits = submitsAtEnd.Load() - submitsAtStart.Load()
+	r.SubmitsPerS = float64(r.Submits) / r.Seconds
+	r.Errors = errs.Load()
+	if s, ok := sample.Load().(string); ok {
+		r.ErrorsSample = s
+	}
+	var lat, took []time.Duration
+	before := 0
+	b.mu.Lock()
+	for body, s := range accepted {
+		d := b.answered[body].Sub(s.at)
+		if d < 0 {
+			before++
+			d = 0
+		}
+		lat = append(lat, d)
+		took = append(took, s.took)
+	}
+	b.mu.Unlock()
+	slices.Sort(lat)
+	slices.Sort(took)
+	q := func(xs []time.Duration, p float64) float64 {
+		if len(xs) == 0 {
+			return 0
+		}
+		return benchMs(xs[min(len(xs)-1, int(p*float64(len(xs))))])
+	}
+	r.Measured = len(lat)
+	r.P50Ms, r.P99Ms, r.SendP99Ms = q(lat, 0.5), q(lat, 0.99), q(took, 0.99)
+	if len(lat) > 0 {
+		r.MaxMs = benchMs(lat[len(lat)-1])
+		r.BeforeShare = float64(before) / float64(len(lat))
+	}
+	_ = acceptedBefore
+	// Delivered: the receipts of this window's messages recorded.
+	r.Delivered = -1
+	return r, nil
+}
+
+// benchWaitOnline waits until the tenant's phone number is online (its
+// link bound).
+func benchWaitOnline(ctx context.Context, base, key, number string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/phones", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		res, err := http.DefaultClient.Do(req)
+		if err == nil {
+			var out struct {
+				Data []struct{ Number, Status string }
+			}
+			json.NewDecoder(res.Body).Decode(&out)
+			res.Body.Close()
+			for _, p := range out.Data {
+				if p.Number == number && p.Status == "online" {
+					return nil
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("the phone %s did not come online (its SMPP link did not bind)", number)
+}
+
+func benchDeletePhone(ctx context.Context, base, key, id string) error {
+	req, _ := http.NewRequestWithContext(ctx, "DELETE", base+"/v1/phones/"+id, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("deleting the simulated phone answered %d", res.StatusCode)
+	}
+	return nil
+}
