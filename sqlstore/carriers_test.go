@@ -133,5 +133,17 @@ func TestStoreCarrierRecords(t *testing.T) {
 		if _, opted, err := db.Recipient(bg, tn.ID, sb.Live, "+15005550006"); err != nil || !opted {
 			t.Fatalf("STOP on a carrier number: opted %v %v", opted, err)
 		}
+
+		// Deleting the phone fails what is still queued for it.
+		g := send("+15005550007", "never went out")
+		if err := db.DeletePhone(bg, tn.ID, ph.ID, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if m := status(g); m.Status != sb.StatusFailed || m.FailureReason != "the carrier phone this message was to go out from was deleted before it went out" {
+			t.Fatalf("queued message of a deleted phone: %s %q", m.Status, m.FailureReason)
+		}
+		if m := status(f); m.Status != sb.StatusDelivered {
+			t.Fatalf("a delivered message changed: %s", m.Status)
+		}
 	})
 }

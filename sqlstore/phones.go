@@ -207,7 +207,8 @@ func (db *DB) UpdatePhone(ctx context.Context, tenantID, id string, patch sb.Pho
 // DeletePhone deletes one of the tenant's phones: its device's token and
 // inbound secret die with it, recipients that stuck to it are free to stick
 // to another, and its messages that no device holds are due at once for
-// the sweeper to move (see RerouteDeviceMessages).
+// the sweeper to move (see RerouteDeviceMessages). The queued messages of a
+// carrier phone fail: they were to go out from its number.
 func (db *DB) DeletePhone(ctx context.Context, tenantID, id string, now time.Time) error {
 	return db.Write(ctx, func(tx *Tx) error {
 		var n int
@@ -216,6 +217,18 @@ func (db *DB) DeletePhone(ctx context.Context, tenantID, id string, now time.Tim
 		}
 		if n == 0 {
 			return sb.ErrNotFound
+		}
+		var link sql.NullString
+		if err := tx.queryRow(ctx, `SELECT link FROM phones WHERE tenant_id = ? AND id = ?`, tenantID, id).Scan(&link); err != nil {
+			return err
+		}
+		if link.Valid {
+			// A carrier phone's queued messages cannot go out from its
+			// number any more: they fail, saying why. Those the carrier has
+			// already are finished by their receipts.
+			if err := tx.failQueuedOfPhone(ctx, id, "the carrier phone this message was to go out from was deleted before it went out", now); err != nil {
+				return err
+			}
 		}
 		if _, err := tx.exec(ctx, `DELETE FROM phones WHERE tenant_id = ? AND id = ?`, tenantID, id); err != nil {
 			return err
@@ -229,6 +242,28 @@ func (db *DB) DeletePhone(ctx context.Context, tenantID, id string, now time.Tim
 		}
 		return tx.phonesChanged(ctx, tenantID)
 	})
+}
+
+// failQueuedOfPhone fails the queued messages of a phone with reason.
+func (t *Tx) failQueuedOfPhone(ctx context.Context, phoneID, reason string, now time.Time) error {
+	rows, err := t.query(ctx, `SELECT id FROM messages WHERE phone_id = ? AND status = 'queued' AND direction = 'outbound'`, phoneID)
+	if err != nil {
+		return err
+	}
+	var outs []sb.Outcome
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		outs = append(outs, sb.Outcome{MessageID: id, FailureReason: reason, At: now})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(outs) == 0 {
+		return err
+	}
+	return t.finish(ctx, outs)
 }
 
 // SetPhoneStatus sets a phone's operator switch online or offline and
