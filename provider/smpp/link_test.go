@@ -63,7 +63,8 @@ func TestInboundAnsweredOnlyOnceStored(t *testing.T) {
 	link := New(carrier.Config{Name: "c1", Type: carrier.TypeSMPP, Addr: sm.Addr(), SystemID: "sys", Window: 10}, store, Options{})
 	done := make(chan struct{})
 	go func() { link.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	release := func() { store.once.Do(func() { close(store.open) }) }
+	defer func() { release(); cancel(); <-done }()
 	for !link.Up() {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -80,7 +81,7 @@ func TestInboundAnsweredOnlyOnceStored(t *testing.T) {
 	if n := sm.Pending(); n != 1 {
 		t.Fatalf("the deliver_sm was answered before it was stored (pending %d)", n)
 	}
-	close(store.open)
+	release()
 	deadline := time.Now().Add(30 * time.Second)
 	for sm.Pending() != 0 {
 		if time.Now().After(deadline) {
