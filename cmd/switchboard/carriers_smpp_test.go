@@ -400,7 +400,7 @@ func TestSMPPLink(t *testing.T) {
 
 		t.Run("window", func(t *testing.T) {
 			c.smsc.ResetMaxOutstanding()
-			c.smsc.SetOnSubmit(func(s *smsc.Submit) smsc.Action { return smsc.Action{Delay: 100 * time.Millisecond} })
+			c.smsc.SetOnSubmit(func(s *smsc.Submit) smsc.Action { return smsc.Action{Delay: 300 * time.Millisecond} })
 			defer c.smsc.SetOnSubmit(nil)
 			var ids []string
 			for i := range 40 {
@@ -435,12 +435,42 @@ func utf16Units(s string) []uint16 {
 // once; a link's tps cap spaces its submit_sm.
 func TestSMPPThrottling(t *testing.T) {
 	db := sqliteURL(t)
-	c := startSMPPCase(t, db, map[string]any{"tps": 20})
+	// A window of 1: the next submit_sm can only be written once the link
+	// has read the answer to the last, so the SMSC's clock shows the pause.
+	c := startSMPPCase(t, db, map[string]any{"tps": 20, "window": 1})
+	deliverAll := func(prefix string, count int) []smsc.Submit {
+		t.Helper()
+		before := len(c.smsc.Submits())
+		var ids []string
+		for i := range count {
+			ids = append(ids, c.send(t, "+15005550009", fmt.Sprintf("%s%02d tps test", prefix, i)))
+		}
+		for _, id := range ids {
+			if m := c.waitFinal(t, id, 90*time.Second); m["status"] != "delivered" {
+				t.Fatalf("message: %v", m)
+			}
+		}
+		subs := c.smsc.Submits()[before:]
+		texts := textsOf(subs)
+		for i := range count {
+			if body := fmt.Sprintf("%s%02d tps test", prefix, i); texts[body] != 1 {
+				t.Errorf("%q accepted %d times, want once", body, texts[body])
+			}
+		}
+		return subs
+	}
+
+	// The cap: 20 a second, so 30 submit_sm span at least 29/20 s.
+	subs := deliverAll("c", 30)
+	if span := subs[len(subs)-1].At.Sub(subs[0].At); span < 29*time.Second/20-50*time.Millisecond {
+		t.Fatalf("30 submit_sm within %v: more than 20 a second", span)
+	}
+
+	// Throttling: every fifth submit_sm is refused.
 	var mu sync.Mutex
 	var throttledAt []time.Time
 	var n atomic.Int64
 	c.smsc.SetOnSubmit(func(s *smsc.Submit) smsc.Action {
-		// Every fifth submit_sm is refused as throttled.
 		if n.Add(1)%5 == 0 {
 			mu.Lock()
 			throttledAt = append(throttledAt, time.Now())
@@ -449,23 +479,7 @@ func TestSMPPThrottling(t *testing.T) {
 		}
 		return smsc.Action{}
 	})
-	const count = 30
-	var ids []string
-	for i := range count {
-		ids = append(ids, c.send(t, "+15005550009", fmt.Sprintf("t%02d throttle test", i)))
-	}
-	for _, id := range ids {
-		if m := c.waitFinal(t, id, 90*time.Second); m["status"] != "delivered" {
-			t.Fatalf("message: %v", m)
-		}
-	}
-	subs := c.smsc.Submits()
-	texts := textsOf(subs)
-	for i := range count {
-		if body := fmt.Sprintf("t%02d throttle test", i); texts[body] != 1 {
-			t.Errorf("%q accepted %d times, want once", body, texts[body])
-		}
-	}
+	subs = deliverAll("t", 20)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(throttledAt) == 0 {
@@ -479,11 +493,6 @@ func TestSMPPThrottling(t *testing.T) {
 				t.Fatalf("a submit_sm %v after ESME_RTHROTTLED", s.At.Sub(at))
 			}
 		}
-	}
-	// The cap: 20 a second, so the accepted ones span at least (n-1)/20 s.
-	first, last := subs[0].At, subs[len(subs)-1].At
-	if span := last.Sub(first); span < time.Duration(len(subs)-1)*time.Second/20-100*time.Millisecond {
-		t.Fatalf("%d submit_sm within %v: more than 20 a second", len(subs), span)
 	}
 }
 
