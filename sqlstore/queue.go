@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	sb "github.com/switchboard/switchboard"
@@ -116,7 +117,7 @@ func (db *DB) RecordHandoffs(ctx context.Context, hs []sb.Handoff) error {
 			case !h.Retry.IsZero():
 				_, err = tx.exec(ctx, `UPDATE messages SET run_at = ? WHERE id = ? AND status IN ('queued', 'sent')`, sb.Micros(h.Retry), h.MessageID)
 			default:
-				err = tx.finish(ctx, []sb.Outcome{{MessageID: h.MessageID, FailureReason: h.Err.Error(), At: h.At}})
+				err = tx.finish(ctx, []sb.Outcome{{MessageID: h.MessageID, FailureReason: handoffReason(h.Err), At: h.At}})
 			}
 			if err != nil {
 				return err
@@ -124,6 +125,16 @@ func (db *DB) RecordHandoffs(ctx context.Context, hs []sb.Handoff) error {
 		}
 		return nil
 	})
+}
+
+// handoffReason is the failure_reason of a failed hand-off: the message of
+// an *sb.Error (written for users), else the error's text.
+func handoffReason(err error) string {
+	var e *sb.Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return err.Error()
 }
 
 // RecordOutcomes stores delivery outcomes and emits message.delivered or
