@@ -77,7 +77,10 @@ type CarrierEvent struct {
 	// unknown (an SMSC may give an id in decimal in one place and in hex in
 	// another).
 	AltIDs []string
-	At     time.Time
+	// AltLinks are the other links to the same carrier account, whose
+	// receipts the carrier may deliver on this link's bind.
+	AltLinks []string
+	At       time.Time
 	// State and Reason of a receipt (Reason: the carrier's words, e.g.
 	// "stat:UNDELIV err:005", the failure_reason of a failed message), or
 	// the Reason of a refusal.

@@ -231,6 +231,18 @@ func Run(ctx context.Context, c Config) error {
 				"tps", lc.TPS, "window", lc.Window)
 		}
 	}
+	// Links to one SMSC account receive each other's receipts.
+	for _, l := range links {
+		if sl, ok := l.(*smpp.Link); ok {
+			var sib []string
+			for _, o := range links {
+				if so, ok := o.(*smpp.Link); ok && so != sl && so.Account() == sl.Account() {
+					sib = append(sib, so.Name())
+				}
+			}
+			sl.SetSiblings(sib)
+		}
+	}
 	carriers := carrier.NewSet(db, links...)
 	routing := sb.Routing{OfflineAfter: c.PhoneOfflineAfter, Links: carriers}
 	db.SetRouting(routing)

@@ -215,13 +215,15 @@ func (c *carrierTx) receiptEvent(ctx context.Context, e *sb.CarrierEvent, at tim
 		}
 		return c.receipt(ctx, messageID, part, e.State, e.Reason, at)
 	}
-	for _, id := range append([]string{e.ExternalID}, e.AltIDs...) {
-		err := c.tx.queryRow(ctx, `SELECT message_id, part FROM carrier_ids WHERE link = ? AND external_id = ?`, c.link, id).Scan(&messageID, &part)
-		if err == nil {
-			return c.receipt(ctx, messageID, part, e.State, e.Reason, at)
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return err
+	for _, link := range append([]string{c.link}, e.AltLinks...) {
+		for _, id := range append([]string{e.ExternalID}, e.AltIDs...) {
+			err := c.tx.queryRow(ctx, `SELECT message_id, part FROM carrier_ids WHERE link = ? AND external_id = ?`, link, id).Scan(&messageID, &part)
+			if err == nil {
+				return c.receipt(ctx, messageID, part, e.State, e.Reason, at)
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
 		}
 	}
 	ref, err := c.adopt(ctx, e)

@@ -124,6 +124,16 @@ func TestStoreCarrierRecords(t *testing.T) {
 		if m := status(f); m.Status != sb.StatusDelivered {
 			t.Fatalf("decimal receipt id: %s", m.Status)
 		}
+		// A receipt on another link to the same account (its bind got it).
+		f2 := send("+15005550005", "sibling link")
+		record(sb.CarrierEvent{Kind: sb.CarrierAccepted, MessageID: f2, Parts: 1, ExternalID: "S1", At: at})
+		if _, err := db.RecordCarrier(bg, "c2", []sb.CarrierEvent{{Kind: sb.CarrierReceipt, ExternalID: "S1", AltLinks: []string{"c1"},
+			State: sb.ReceiptDelivered, At: at}}); err != nil {
+			t.Fatal(err)
+		}
+		if m := status(f2); m.Status != sb.StatusDelivered {
+			t.Fatalf("a receipt on a sibling link: %s", m.Status)
+		}
 		in := &sb.Message{From: "+15005550006", To: ph.Number, Body: "STOP", CreatedAt: at}
 		record(sb.CarrierEvent{Kind: sb.CarrierInbound, Inbound: in},
 			sb.CarrierEvent{Kind: sb.CarrierInbound, Inbound: &sb.Message{From: "+15005550006", To: "+15550000000", Body: "not ours", CreatedAt: at}})

@@ -53,7 +53,7 @@ func benchSMPPPrepare(ctx context.Context, env *benchEnv) ([]string, error) {
 	env.closers = append(env.closers, b.smsc.Close)
 	var links []map[string]any
 	for _, w := range benchSMPPWindows {
-		links = append(links, map[string]any{"name": fmt.Sprintf("w%d", w), "type": "smpp", "addr": b.smsc.Addr(), "system_id": "bench", "window": w})
+		links = append(links, map[string]any{"name": fmt.Sprintf("w%d", w), "type": "smpp", "addr": b.smsc.Addr(), "system_id": fmt.Sprintf("bench%d", w), "window": w})
 	}
 	raw, _ := json.Marshal(map[string]any{"links": links})
 	b.providers = filepath.Join(filepath.Dir(env.plans), "providers.json")

@@ -61,7 +61,7 @@ func (l *Link) deliverSM(s *session, p *pdu.DeliverSM) {
 			l.log.Warn("SMPP receipt with a stat SMPP 3.4 does not define: kept as not final", "stat", r.Stat, "id", r.ID)
 		}
 		l.opt.Metrics.Receipt(l.cfg.Name, state)
-		l.record(recEvent{ev: sb.CarrierEvent{Kind: sb.CarrierReceipt, ExternalID: r.ID, AltIDs: altIDs(r.ID), State: state, Reason: reason,
+		l.record(recEvent{ev: sb.CarrierEvent{Kind: sb.CarrierReceipt, ExternalID: r.ID, AltIDs: altIDs(r.ID), AltLinks: l.siblings, State: state, Reason: reason,
 			From: address(p.DestAddr), To: address(p.SourceAddr), Text: r.Text, At: now}, acks: []ackRef{ack}})
 	default:
 		from, to := address(p.SourceAddr), address(p.DestAddr)

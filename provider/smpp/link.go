@@ -135,6 +135,9 @@ type Link struct {
 	store Store
 	log   *slog.Logger
 	hold  time.Duration
+	// siblings are the other links to the same SMSC account (address and
+	// system_id): the SMSC may send their receipts on this bind.
+	siblings []string
 
 	mu        sync.Mutex
 	sess      *session
@@ -173,6 +176,14 @@ func New(cfg carrier.Config, store Store, opt Options) *Link {
 
 // Name implements carrier.Link.
 func (l *Link) Name() string { return l.cfg.Name }
+
+// Account is the SMSC account the link binds with: its address and
+// system_id.
+func (l *Link) Account() string { return l.cfg.Addr + "/" + l.cfg.SystemID }
+
+// SetSiblings names the other links to the same SMSC account (see
+// Account); call it before Run.
+func (l *Link) SetSiblings(names []string) { l.siblings = names }
 
 // Type implements carrier.Link.
 func (l *Link) Type() string { return carrier.TypeSMPP }

@@ -87,6 +87,7 @@ type deliver struct {
 	seq  int32
 	on   *conn
 	what string
+	sys  string // a receipt goes to a bind of the system_id that submitted it
 }
 
 // Start listens on 127.0.0.1 (a random port).
@@ -240,6 +241,7 @@ type conn struct {
 	once  sync.Once
 	bound atomic.Bool
 	n     int
+	sys   string
 
 	mu         sync.Mutex
 	inflight   map[int32]*deliver
@@ -327,6 +329,7 @@ func (c *conn) readLoop() {
 				return
 			}
 			c.n = int(s.binds.Add(1))
+			c.sys = p.SystemID
 			c.bound.Store(true)
 			s.kick()
 		case *pdu.SubmitSM:
@@ -405,7 +408,7 @@ func (c *conn) submit(p *pdu.SubmitSM) bool {
 			if errc == "" {
 				errc = "000"
 			}
-			s.queue(&deliver{p: s.receipt(sub, stat, errc), what: "receipt"})
+			s.queue(&deliver{p: s.receipt(sub, stat, errc), what: "receipt", sys: c.sys})
 		}
 	}
 	if act.Drop {
@@ -548,38 +551,47 @@ func (s *Server) kick() {
 	}
 }
 
-// dispatch sends what waits in the outbox on a bound connection.
+// dispatch sends what waits in the outbox on a bound connection (a
+// receipt on one of the system_id that submitted its message).
 func (s *Server) dispatch() {
 	for range s.wakeSend {
-		for {
-			s.mu.Lock()
-			if s.closed {
-				s.mu.Unlock()
-				return
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return
+		}
+		var bound []*conn
+		for c := range s.conns {
+			if c.bound.Load() {
+				bound = append(bound, c)
 			}
+		}
+		byConn := map[*conn][]*deliver{}
+		var keep []*deliver
+		for _, d := range s.outbox {
 			var target *conn
-			for c := range s.conns {
-				if c.bound.Load() {
+			for _, c := range bound {
+				if d.sys == "" || c.sys == d.sys {
 					target = c
 					break
 				}
 			}
-			if target == nil || len(s.outbox) == 0 {
-				s.mu.Unlock()
-				break
+			if target == nil {
+				keep = append(keep, d)
+				continue
 			}
-			batch := s.outbox
-			s.outbox = nil
 			target.mu.Lock()
-			for _, d := range batch {
-				d.p.AssignSequenceNumber()
-				d.seq, d.on = d.p.SequenceNumber, target
-				target.inflight[d.seq] = d
-			}
+			d.p.AssignSequenceNumber()
+			d.seq, d.on = d.p.SequenceNumber, target
+			target.inflight[d.seq] = d
 			target.mu.Unlock()
-			s.mu.Unlock()
-			for _, d := range batch {
-				if !target.send(d.p) {
+			byConn[target] = append(byConn[target], d)
+		}
+		s.outbox = keep
+		s.mu.Unlock()
+		for c, ds := range byConn {
+			for _, d := range ds {
+				if !c.send(d.p) {
 					break // closed: close() moved the in-flight ones back
 				}
 			}
