@@ -81,6 +81,10 @@ func (db *DB) RecordCarrier(ctx context.Context, link string, evs []sb.CarrierEv
 				return err
 			}
 		}
+		// Deliveries are written together, in one statement.
+		if len(c.delivered) > 0 {
+			return tx.finish(ctx, c.delivered)
+		}
 		return nil
 	})
 	return res, err
@@ -91,6 +95,16 @@ type carrierTx struct {
 	link  string
 	hooks hookCache
 	res   *sb.CarrierResult
+	// delivered are the messages this batch delivered, finished together
+	// at its end (a final message never changes: a later event of the
+	// batch about one of them changes nothing either way).
+	delivered []sb.Outcome
+}
+
+// deliver notes a message delivered by this batch.
+func (c *carrierTx) deliver(messageID string, at time.Time) {
+	c.res.Done = append(c.res.Done, messageID)
+	c.delivered = append(c.delivered, sb.Outcome{MessageID: messageID, Delivered: true, At: at, SentAt: at})
 }
 
 func (c *carrierTx) apply(ctx context.Context, e *sb.CarrierEvent) error {
@@ -115,24 +129,30 @@ func (c *carrierTx) apply(ctx context.Context, e *sb.CarrierEvent) error {
 			c.link, e.ExternalID, e.MessageID, e.Part); err != nil {
 			return err
 		}
-		changed, err := c.accept(ctx, e.MessageID, e.Part, e.Parts, at)
-		if err != nil {
-			return err
-		}
-		if changed && e.Parts <= 1 {
-			// The one part is accepted: the message is sent (the common
-			// case, without reading the parts back).
+		if e.Parts <= 1 {
+			// A message of one part, the common case: it keeps no part row
+			// (its id decides; a final message never changes), unless it was
+			// recorded as written.
+			if _, err := c.tx.exec(ctx, `UPDATE carrier_parts SET state = 'accepted', written_at = NULL, updated_at = ?
+				WHERE message_id = ? AND part = 0 AND state = 'written'`, sb.Micros(at), e.MessageID); err != nil {
+				return err
+			}
 			if err := c.sent(ctx, e.MessageID, at); err != nil {
 				return err
 			}
-		} else if err := c.evaluate(ctx, e.MessageID, "", at); err != nil {
-			return err
+		} else {
+			if _, err := c.accept(ctx, e.MessageID, e.Part, e.Parts, at); err != nil {
+				return err
+			}
+			if err := c.evaluate(ctx, e.MessageID, "", at); err != nil {
+				return err
+			}
 		}
 		// A receipt that came first (through another node's bind) waits here.
 		var state int
 		var reason string
 		var orphanAt int64
-		err = c.tx.queryRow(ctx, `SELECT state, reason, at FROM carrier_orphans WHERE link = ? AND external_id = ?`, c.link, e.ExternalID).
+		err := c.tx.queryRow(ctx, `SELECT state, reason, at FROM carrier_orphans WHERE link = ? AND external_id = ?`, c.link, e.ExternalID).
 			Scan(&state, &reason, &orphanAt)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
@@ -217,9 +237,12 @@ func (c *carrierTx) receiptEvent(ctx context.Context, e *sb.CarrierEvent, at tim
 	}
 	for _, link := range append([]string{c.link}, e.AltLinks...) {
 		for _, id := range append([]string{e.ExternalID}, e.AltIDs...) {
-			err := c.tx.queryRow(ctx, `SELECT message_id, part FROM carrier_ids WHERE link = ? AND external_id = ?`, link, id).Scan(&messageID, &part)
+			var parts sql.NullInt64
+			err := c.tx.queryRow(ctx, `SELECT i.message_id, i.part, p.parts FROM carrier_ids i
+				LEFT JOIN carrier_parts p ON p.message_id = i.message_id AND p.part = i.part
+				WHERE i.link = ? AND i.external_id = ?`, link, id).Scan(&messageID, &part, &parts)
 			if err == nil {
-				return c.receipt(ctx, messageID, part, e.State, e.Reason, at)
+				return c.receiptOf(ctx, messageID, part, int(parts.Int64), e.State, e.Reason, at)
 			}
 			if !errors.Is(err, sql.ErrNoRows) {
 				return err
@@ -326,13 +349,29 @@ func (c *carrierTx) adopt(ctx context.Context, e *sb.CarrierEvent) (*sb.PartRef,
 func (c *carrierTx) receipt(ctx context.Context, messageID string, part, state int, reason string, at time.Time) error {
 	var parts int
 	err := c.tx.queryRow(ctx, `SELECT parts FROM carrier_parts WHERE message_id = ? AND part = ?`, messageID, part).Scan(&parts)
-	if errors.Is(err, sql.ErrNoRows) {
-		parts = 1 // a message of one part whose answer is not recorded yet
-		err = nil
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return err
 	}
+	return c.receiptOf(ctx, messageID, part, parts, state, reason, at)
+}
+
+// receiptOf is receipt for a part of a message of parts parts (0: the
+// part has no row, which only the part of a message of one part can lack).
+func (c *carrierTx) receiptOf(ctx context.Context, messageID string, part, parts, state int, reason string, at time.Time) error {
+	if parts == 0 {
+		// No part row: the message alone decides (a final message never
+		// changes).
+		switch state {
+		case sb.ReceiptDelivered:
+			c.deliver(messageID, at)
+			return nil
+		case sb.ReceiptFailed:
+			c.res.Done = append(c.res.Done, messageID)
+			return c.tx.finish(ctx, []sb.Outcome{{MessageID: messageID, FailureReason: reason, At: at, SentAt: at}})
+		}
+		return c.sent(ctx, messageID, at)
+	}
+	var err error
 	var changed bool
 	switch state {
 	case sb.ReceiptDelivered:
@@ -357,9 +396,12 @@ func (c *carrierTx) receipt(ctx context.Context, messageID string, part, state i
 			return nil // a repeat, or a receipt after the part was final
 		case state == sb.ReceiptPending:
 			return c.sent(ctx, messageID, at)
+		case state == sb.ReceiptDelivered:
+			c.deliver(messageID, at)
+			return nil
 		default:
 			c.res.Done = append(c.res.Done, messageID)
-			return c.tx.finish(ctx, []sb.Outcome{{MessageID: messageID, Delivered: state == sb.ReceiptDelivered, FailureReason: reason, At: at, SentAt: at}})
+			return c.tx.finish(ctx, []sb.Outcome{{MessageID: messageID, FailureReason: reason, At: at, SentAt: at}})
 		}
 	}
 	return c.evaluate(ctx, messageID, reason, at)
@@ -406,8 +448,8 @@ func (c *carrierTx) evaluate(ctx context.Context, messageID, reason string, at t
 		c.res.Done = append(c.res.Done, messageID)
 		return c.tx.finish(ctx, []sb.Outcome{{MessageID: messageID, FailureReason: reason, At: at, SentAt: at}})
 	case delivered == parts:
-		c.res.Done = append(c.res.Done, messageID)
-		return c.tx.finish(ctx, []sb.Outcome{{MessageID: messageID, Delivered: true, At: at, SentAt: at}})
+		c.deliver(messageID, at)
+		return nil
 	case accepted+delivered == parts:
 		return c.sent(ctx, messageID, at)
 	}
