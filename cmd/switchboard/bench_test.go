@@ -127,3 +127,37 @@ func TestBenchBadFlags(t *testing.T) {
 		t.Errorf("help:\n%s", help)
 	}
 }
+
+// TestBenchSMPP: the smpp scenario runs through both windows, every send
+// reaches the SMSC, and it reports its figures (whatever they are here).
+func TestBenchSMPP(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"bench", "--scenario", "smpp", "--duration", "1s", "--connections", "4", "--json"},
+		benchNoEnv, &stdout, &stderr)
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var windows []float64
+	sc := bufio.NewScanner(&stdout)
+	for sc.Scan() {
+		var l map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("not JSON: %s", sc.Text())
+		}
+		if l["summary"] == true {
+			if f, _ := l["failures"].([]any); len(f) != 0 {
+				t.Errorf("failures: %v", f)
+			}
+			continue
+		}
+		if l["scenario"] != "smpp" || l["errors"] != 0.0 || l["submits_accepted"].(float64) == 0 || l["sends_accepted"].(float64) == 0 ||
+			l["latencies_measured"] != l["sends_accepted"] {
+			t.Errorf("window line: %v", l)
+		}
+		windows = append(windows, l["window"].(float64))
+	}
+	if len(windows) != 2 || windows[0] != 10 || windows[1] != 100 {
+		t.Fatalf("windows %v", windows)
+	}
+}
