@@ -504,13 +504,22 @@ func TestSMPPThrottling(t *testing.T) {
 func TestSMPPBindDrops(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db string) {
 		c := startSMPPCase(t, db, map[string]any{"window": 10, "in_doubt_resend_after": 2})
+		// The SMSC holds its answers until every message is accepted (the
+		// phone is offline while the bind is down), then drops the bind on
+		// the 5th submit_sm after, with four unanswered before it, and later
+		// loses one.
+		armed := make(chan struct{})
+		var isArmed atomic.Bool
 		var n atomic.Int64
 		var lost atomic.Value
 		c.smsc.SetOnSubmit(func(s *smsc.Submit) smsc.Action {
+			if !isArmed.Load() {
+				return smsc.Action{Wait: armed}
+			}
 			switch n.Add(1) {
-			case 12:
+			case 5:
 				return smsc.Action{Drop: true} // kept: its receipt follows
-			case 30:
+			case 25:
 				lost.Store(s.Text)
 				return smsc.Action{Lose: true} // never arrived
 			}
@@ -521,6 +530,8 @@ func TestSMPPBindDrops(t *testing.T) {
 		for i := range count {
 			ids = append(ids, c.send(t, "+15005550001", fmt.Sprintf("d%02d drop test", i)))
 		}
+		isArmed.Store(true)
+		close(armed)
 		for _, id := range ids {
 			if m := c.waitFinal(t, id, 90*time.Second); m["status"] != "delivered" {
 				t.Fatalf("message: %v", m)

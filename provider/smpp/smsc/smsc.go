@@ -40,8 +40,9 @@ type Submit struct {
 type Action struct {
 	// Status answers with this command_status (0: accepted).
 	Status data.CommandStatusType
-	// Delay answers after this long.
+	// Delay answers after this long (after Wait is closed, when set).
 	Delay time.Duration
+	Wait  <-chan struct{}
 	// NoAnswer never answers.
 	NoAnswer bool
 	// Drop closes the bind instead of answering: the SMSC has the message
@@ -432,9 +433,16 @@ func (c *conn) submit(p *pdu.SubmitSM) bool {
 		c.send(resp)
 		receipt()
 	}
-	if act.Delay > 0 {
+	switch {
+	case act.Wait != nil:
+		go func() {
+			<-act.Wait
+			time.Sleep(act.Delay)
+			answer()
+		}()
+	case act.Delay > 0:
 		time.AfterFunc(act.Delay, answer)
-	} else {
+	default:
 		answer()
 	}
 	return true
