@@ -13,6 +13,8 @@ type PhoneKind string
 const (
 	PhoneSimulated PhoneKind = "simulated" // the built-in simulator
 	PhoneAndroid   PhoneKind = "android"   // a real phone running SMS Gateway for Android
+	PhoneSMPP      PhoneKind = "smpp"      // a number at a carrier, over an SMPP link
+	PhoneTwilio    PhoneKind = "twilio"    // a number at Twilio (or SignalWire), over its Messages API
 )
 
 // PhoneStatus says whether a phone can take messages.
@@ -26,9 +28,12 @@ const (
 
 // Phone is a sending phone of the tenant.
 type Phone struct {
-	ID       string      `json:"id"`
-	Number   string      `json:"number"` // E.164
-	Kind     PhoneKind   `json:"kind"`
+	ID     string    `json:"id"`
+	Number string    `json:"number"` // E.164
+	Kind   PhoneKind `json:"kind"`
+	// Provider is the carrier link of an smpp or twilio phone; nil for
+	// other kinds.
+	Provider *string     `json:"provider"`
 	Status   PhoneStatus `json:"status"`
 	Channels []Channel   `json:"channels"`
 	// DailyLimit is the messages per UTC day; nil: none.
