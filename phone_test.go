@@ -65,3 +65,32 @@ func TestRoutingPick(t *testing.T) {
 		t.Errorf("tie: %q, want the first", got)
 	}
 }
+
+type links map[string]bool
+
+func (l links) LinkUp(name string) bool { return l[name] }
+
+// TestRoutingOnlineCarrier: a carrier phone is online while the operator
+// has it on and its link is up; with no link state at hand (the operator
+// commands), the switch alone decides.
+func TestRoutingOnlineCarrier(t *testing.T) {
+	now := time.Now()
+	p := &Phone{Kind: PhoneSMPP, Link: "c1", Status: PhoneOnline}
+	up := Routing{Links: links{"c1": true}}
+	down := Routing{Links: links{"c1": false, "c2": true}}
+	if !up.Online(p, now) || down.Online(p, now) {
+		t.Fatalf("online with the link up: %v, down: %v", up.Online(p, now), down.Online(p, now))
+	}
+	if !(Routing{}).Online(p, now) {
+		t.Fatal("no link state: the switch decides")
+	}
+	p.Status = PhoneOffline
+	if up.Online(p, now) {
+		t.Fatal("switched off, yet online")
+	}
+	// A phone of no link is not asked about links.
+	sim := &Phone{Kind: PhoneSimulated, Status: PhoneOnline}
+	if !down.Online(sim, now) {
+		t.Fatal("a simulated phone offline because a link is down")
+	}
+}
