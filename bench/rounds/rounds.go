@@ -373,3 +373,7 @@ func fmtRatio(r float64) string {
 	}
 	return strconv.FormatFloat(r, 'f', 3, 64) + "x"
 }
+
+// ProcessCPU returns the CPU time (user and system) this process has used,
+// and false where it cannot be read.
+func ProcessCPU() (time.Duration, bool) { return processCPU() }

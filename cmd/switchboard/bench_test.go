@@ -132,7 +132,7 @@ func TestBenchBadFlags(t *testing.T) {
 // reaches the SMSC, and it reports its figures (whatever they are here).
 func TestBenchSMPP(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	err := run(context.Background(), []string{"bench", "--scenario", "smpp", "--duration", "1s", "--connections", "4", "--json"},
+	err := run(context.Background(), []string{"bench", "--scenario", "smpp", "--duration", "1s", "--rounds", "1", "--connections", "4", "--json"},
 		benchNoEnv, &stdout, &stderr)
 	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 	if err != nil {
