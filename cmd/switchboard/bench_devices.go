@@ -40,6 +40,9 @@ const (
 	benchDevicesRate      = 1000.0 // sends per second
 	benchDevicesP99Target = 250 * time.Millisecond
 	benchDevicesMemTarget = 100 << 10 // bytes of server memory per connected device
+	// benchDevicesSenders is how many sends may be in flight: enough that
+	// the pacer, not the answers, sets the rate.
+	benchDevicesSenders = 128
 )
 
 func benchDevicesRun(ctx context.Context, env *benchEnv, o benchOptions, stdout io.Writer) error {
@@ -84,7 +87,7 @@ func benchDevicesRun(ctx context.Context, env *benchEnv, o benchOptions, stdout 
 		return err
 	}
 	report := benchDevicesReport{Scenario: "devices", Database: env.dbLabel, Devices: n, Rate: rate, Seconds: o.duration.Seconds(),
-		LoadGenerator: "in-process Go senders (32 workers, paced) and reference devices (agent) on one shared transport"}
+		LoadGenerator: "in-process Go senders (128 workers, paced) and reference devices (agent) on one shared transport"}
 
 	// Phones, then the server's memory before and after their devices
 	// connect.
@@ -326,7 +329,7 @@ func (b *benchDevicesState) load(ctx context.Context, key string, rate float64, 
 	var latMu sync.Mutex
 	var wg sync.WaitGroup
 	var seq atomic.Int64
-	for range 32 {
+	for range benchDevicesSenders {
 		wg.Go(func() {
 			for range tokens {
 				n := seq.Add(1)
