@@ -165,6 +165,9 @@ func (c *Config) identityProvider() (*auth.IdentityProvider, error) {
 // Run serves until ctx ends, then shuts down gracefully.
 func Run(ctx context.Context, c Config) error {
 	c.defaults()
+	if err := sqlstore.CheckURL(c.Database); err != nil {
+		return fmt.Errorf("--database: %w", err)
+	}
 	log, err := newLogger(c.Log, c.LogLevel)
 	if err != nil {
 		return err

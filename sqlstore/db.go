@@ -111,9 +111,34 @@ func (db *DB) SetRouting(r sb.Routing) { db.routing = r }
 // Routing returns the store's routing rules.
 func (db *DB) Routing() sb.Routing { return db.routing }
 
-// Open opens the database named by url: "sqlite:PATH" (or a plain path) or
-// "postgres://..." / "postgresql://...", and applies pending migrations.
+// CheckURL reports whether url names a database Open accepts:
+// "sqlite:PATH" (PATH not empty) or "postgres://..." / "postgresql://...".
+// Anything else is an error that says what is accepted; it quotes no more of
+// url than its scheme, since an address may carry a password.
+func CheckURL(url string) error {
+	switch {
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		return nil
+	case strings.HasPrefix(url, "sqlite:"):
+		if strings.TrimPrefix(url, "sqlite:") == "" {
+			return errors.New("database sqlite: names no file: use sqlite:PATH, e.g. sqlite:data/switchboard.db")
+		}
+		return nil
+	case url == "":
+		return errors.New("no database given: use sqlite:PATH or postgres://...")
+	}
+	if scheme, _, ok := strings.Cut(url, ":"); ok && scheme != "" && !strings.ContainsAny(scheme, "/\\. ") {
+		return fmt.Errorf("database scheme %q is not supported: use sqlite:PATH or postgres://... (postgresql:// also works)", scheme)
+	}
+	return errors.New("database address has no scheme: use sqlite:PATH (e.g. sqlite:data/switchboard.db) or postgres://...")
+}
+
+// Open opens the database named by url, "sqlite:PATH" or "postgres://..." /
+// "postgresql://..." (see CheckURL), and applies pending migrations.
 func Open(ctx context.Context, url string) (*DB, error) {
+	if err := CheckURL(url); err != nil {
+		return nil, err
+	}
 	var db *DB
 	var err error
 	switch {

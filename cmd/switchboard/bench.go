@@ -360,6 +360,9 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 			dbLabel = "postgres (temporary schema)"
 		}
 	default:
+		if err := checkDatabase(env.database); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
 		dbLabel = env.database
 	}
 	if err := os.WriteFile(env.plans, []byte(benchPlans), 0o600); err != nil {

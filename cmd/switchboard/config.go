@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/switchboard/switchboard/sqlstore"
 )
 
 // flags is a FlagSet whose defaults come from SWITCHBOARD_* environment
@@ -114,7 +116,17 @@ func (f *flags) duration(name string, def time.Duration, help string) *time.Dura
 }
 
 func (f *flags) database() *string {
-	return f.string("database", "sqlite:data/switchboard.db", "database: sqlite:PATH or postgres://...")
+	return f.string("database", "sqlite:data/switchboard.db", "database: sqlite:PATH (relative to the working directory) or postgres://...")
+}
+
+// checkDatabase refuses a --database that names no database Switchboard
+// opens, before a command does anything: a mistyped address must never
+// leave a node on a private SQLite file.
+func checkDatabase(url string) error {
+	if err := sqlstore.CheckURL(url); err != nil {
+		return fmt.Errorf("--database: %w", err)
+	}
+	return nil
 }
 
 // parse parses args, allowing flags after positional arguments, and returns

@@ -48,6 +48,9 @@ func tenantCmd(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
+	if err := checkDatabase(*dbURL); err != nil {
+		return err
+	}
 	table, err := sb.LoadPlans(*plans)
 	if err != nil {
 		return err
@@ -169,6 +172,9 @@ func keyCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err != nil {
 		return err
 	}
+	if err := checkDatabase(*dbURL); err != nil {
+		return err
+	}
 	if err := wantArgs(pos, 1, "KEY_ID"); err != nil {
 		return fmt.Errorf("key %s: %w", args[0], err)
 	}
@@ -216,6 +222,9 @@ func phoneCmd(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	pos, err := f.parse(args[1:])
 	if err != nil {
+		return err
+	}
+	if err := checkDatabase(*dbURL); err != nil {
 		return err
 	}
 	var p *sb.Phone

@@ -7,10 +7,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -360,5 +363,90 @@ func TestOpsExitStatus(t *testing.T) {
 			t.Errorf("switchboard %s: exit %d, stdout %q, stderr %q; want exit 1 and one line on stderr",
 				strings.Join(args, " "), code, stdout, stderr)
 		}
+	}
+}
+
+// TestOpsDatabaseAddress: every command that takes --database accepts only
+// sqlite:PATH and postgres:// (or postgresql://) addresses; anything else
+// exits non-zero with a one-line reason, before it creates anything: a
+// mistyped address once became a SQLite file named after it.
+func TestOpsDatabaseAddress(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	commands := [][]string{
+		{"serve", "--addr", "127.0.0.1:0"},
+		{"tenant", "create", "--name", "Acme"},
+		{"tenant", "plan", "01ARZ3NDEKTSV4RRFFQ69G5FAV", "starter"},
+		{"tenant", "trial", "01ARZ3NDEKTSV4RRFFQ69G5FAV", "--ends", "2030-01-01T00:00:00Z"},
+		{"tenant", "suspend", "01ARZ3NDEKTSV4RRFFQ69G5FAV"},
+		{"tenant", "resume", "01ARZ3NDEKTSV4RRFFQ69G5FAV"},
+		{"key", "deactivate", "01ARZ3NDEKTSV4RRFFQ69G5FAV"},
+		{"key", "activate", "01ARZ3NDEKTSV4RRFFQ69G5FAV"},
+		{"phone", "add", "--tenant", "01ARZ3NDEKTSV4RRFFQ69G5FAV", "--number", "+15550100000"},
+		{"phone", "list", "--tenant", "01ARZ3NDEKTSV4RRFFQ69G5FAV"},
+		{"phone", "offline", "01ARZ3NDEKTSV4RRFFQ69G5FAV"},
+		{"phone", "online", "01ARZ3NDEKTSV4RRFFQ69G5FAV"},
+		{"bench", "--duration", "200ms", "--rounds", "1"},
+	}
+	bad := map[string]string{
+		"mysql://x":               `scheme "mysql" is not supported`,
+		"mysql://root:hunter2@db": `scheme "mysql" is not supported`,
+		"sqlite3:data.db":         `scheme "sqlite3" is not supported`,
+		"data/switchboard.db":     "has no scheme",
+		"sqlite:":                 "names no file",
+	}
+	for _, args := range commands {
+		for addr, want := range bad {
+			// As a flag, and as the environment variable every command but
+			// bench reads (bench makes a database of its own unless told).
+			for _, viaEnv := range []bool{false, true} {
+				if viaEnv && args[0] == "bench" {
+					continue
+				}
+				var stdout, stderr bytes.Buffer
+				full, getenv := append(slices.Clone(args), "--database", addr), noEnv
+				if viaEnv {
+					full, getenv = args, func(k string) string {
+						if k == "SWITCHBOARD_DATABASE" {
+							return addr
+						}
+						return ""
+					}
+				}
+				// A serve that accepted the address would serve until its
+				// context ends: then it "succeeded".
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				err := run(ctx, full, getenv, &stdout, &stderr)
+				cancel()
+				what := fmt.Sprintf("switchboard %s (database %q, env %v)", strings.Join(args, " "), addr, viaEnv)
+				if err == nil {
+					t.Errorf("%s succeeded", what)
+					continue
+				}
+				msg := err.Error()
+				if strings.Contains(msg, "\n") || !strings.Contains(msg, want) || !strings.Contains(msg, "sqlite:PATH") || stdout.Len() != 0 {
+					t.Errorf("%s: %q (stdout %q); want one line saying %q and naming sqlite:PATH", what, msg, stdout.String(), want)
+				}
+				if strings.Contains(msg, "hunter2") {
+					t.Errorf("%s: the reason shows the password: %q", what, msg)
+				}
+			}
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		t.Errorf("a refused address left %q in the working directory", e.Name())
+	}
+	// The accepted forms still open.
+	for _, addr := range []string{"sqlite:" + filepath.Join(dir, "ok.db"), "sqlite:relative.db"} {
+		if _, _, err := runCLI(addr, "tenant", "create", "--name", "Acme"); err != nil {
+			t.Errorf("%s: %v", addr, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "relative.db")); err != nil {
+		t.Errorf("sqlite:relative.db is not relative to the working directory: %v", err)
 	}
 }

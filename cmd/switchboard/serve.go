@@ -34,6 +34,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if _, err := f.parse(args); err != nil {
 		return err
 	}
+	if err := checkDatabase(*db); err != nil {
+		return err
+	}
 	return switchboard.Run(ctx, switchboard.Config{Addr: *addr, Database: *db, PlansFile: *plans, LogLevel: *logLevel, Log: stderr,
 		RedisURL: *redisURL, ShutdownTimeout: *shutdown, AllowPrivateWebhooks: *allowPrivate, DeliveryLease: *lease,
 		DebugAddr: *debugAddr, IdPSecret: *idpSecret, IdPJWKS: *idpJWKS, IdPIssuer: *idpIssuer, IdPAudience: *idpAudience,
