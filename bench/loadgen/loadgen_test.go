@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/switchboard/switchboard/internal/testenv"
 )
 
 // serve starts h and stops it when the test ends.
@@ -53,6 +55,7 @@ func TestBareHandler(t *testing.T) {
 }
 
 func TestRunBare(t *testing.T) {
+	testenv.Timing(t)
 	url := serve(t, BareHandler())
 	res, err := Run(context.Background(), getTarget("bare", url), Options{
 		Connections: 8,
@@ -159,6 +162,7 @@ func TestRunNextAndRequestShape(t *testing.T) {
 }
 
 func TestRunOpenLoopRate(t *testing.T) {
+	testenv.Timing(t)
 	url := serve(t, BareHandler())
 	const (
 		rate  = 200.0

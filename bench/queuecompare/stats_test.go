@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/switchboard/switchboard/internal/testenv"
 )
 
 func TestPercentile(t *testing.T) {
@@ -46,6 +48,7 @@ func TestRebind(t *testing.T) {
 // benchmark's wiring (River's SQLite driver included) is checked by a plain
 // go test; it takes a few seconds at most and is skipped with -short.
 func TestSmokeSQLite(t *testing.T) {
+	testenv.Timing(t)
 	if testing.Short() {
 		t.Skip("-short")
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchboard/switchboard/bench/loadgen"
+	"github.com/switchboard/switchboard/internal/testenv"
 )
 
 func TestMedian(t *testing.T) {
@@ -98,6 +99,7 @@ func TestSeriesAndTable(t *testing.T) {
 // TestRun checks the round structure with two identical handlers; it makes
 // no assertion about timing.
 func TestRun(t *testing.T) {
+	testenv.Timing(t)
 	url, stop, err := loadgen.Serve(loadgen.BareHandler())
 	if err != nil {
 		t.Fatal(err)

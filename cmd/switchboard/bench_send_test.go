@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/switchboard/switchboard/internal/testenv"
 )
 
 // These tests run the send and webhooks scenarios briefly and check the
@@ -39,6 +41,7 @@ func mustMatch(t *testing.T, out string, patterns ...string) {
 }
 
 func TestBenchSend(t *testing.T) {
+	testenv.Timing(t)
 	out, _ := runBench(t, "--scenario", "send", "--duration", "1s", "--rounds", "1", "--connections", "8")
 	num := `[0-9]+(\.[0-9]+)?`
 	mustMatch(t, out,
@@ -55,6 +58,7 @@ func TestBenchSend(t *testing.T) {
 }
 
 func TestBenchSendJSON(t *testing.T) {
+	testenv.Timing(t)
 	out, _ := runBench(t, "--scenario", "send", "--duration", "400ms", "--rounds", "2", "--connections", "4", "--json")
 	var lines []map[string]any
 	sc := bufio.NewScanner(strings.NewReader(out))
@@ -86,6 +90,7 @@ func TestBenchSendJSON(t *testing.T) {
 }
 
 func TestBenchWebhooks(t *testing.T) {
+	testenv.Timing(t)
 	out, _ := runBench(t, "--scenario", "webhooks", "--duration", "1s", "--rounds", "1", "--connections", "8")
 	num := `[0-9]+(\.[0-9]+)?`
 	mustMatch(t, out,
@@ -113,6 +118,7 @@ func TestBenchWebhooks(t *testing.T) {
 }
 
 func TestBenchWebhooksJSON(t *testing.T) {
+	testenv.Timing(t)
 	out, _ := runBench(t, "--scenario", "webhooks", "--duration", "300ms", "--connections", "4", "--json")
 	var lines []map[string]any
 	sc := bufio.NewScanner(strings.NewReader(out))
@@ -140,6 +146,7 @@ func TestBenchWebhooksJSON(t *testing.T) {
 // TestBenchSendPostgres runs the send scenario against PostgreSQL given as
 // a plain URL: the bench makes a schema of its own and drops it.
 func TestBenchSendPostgres(t *testing.T) {
+	testenv.Timing(t)
 	base := os.Getenv(postgresEnv)
 	if base == "" {
 		t.Skipf("%s is not set: skipping the PostgreSQL run", postgresEnv)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard/switchboard/bench/loadgen"
 	"github.com/switchboard/switchboard/bench/rounds"
+	"github.com/switchboard/switchboard/internal/testenv"
 )
 
 // These tests check that the harness works; they make no assertion about
@@ -20,6 +21,7 @@ import (
 func benchNoEnv(string) string { return "" }
 
 func TestBenchKeys(t *testing.T) {
+	testenv.Timing(t)
 	var stdout, stderr bytes.Buffer
 	err := run(context.Background(), []string{"bench", "--scenario", "keys", "--duration", "1s", "--rounds", "2", "--connections", "8"},
 		benchNoEnv, &stdout, &stderr)
@@ -69,6 +71,7 @@ func TestBenchFailures(t *testing.T) {
 }
 
 func TestBenchKeysJSON(t *testing.T) {
+	testenv.Timing(t)
 	var stdout, stderr bytes.Buffer
 	err := run(context.Background(), []string{"bench", "--duration", "200ms", "--rounds", "2", "--connections", "2", "--json"},
 		benchNoEnv, &stdout, &stderr)
