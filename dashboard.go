@@ -65,12 +65,19 @@ const (
 // characters of [0-9A-Za-z] (about 256 bits).
 func NewDashboardSecret() (string, error) { return randomAlnum(rand.Reader, 43) }
 
-// IDFloor returns the smallest id that NewID can make at t or later, so
-// that `id >= IDFloor(t)` selects what was created from t on.
+// IDFloor returns the smallest id that NewID can make at t or later (the
+// ULID of t's millisecond with zero entropy), so that `id >= IDFloor(t)`
+// selects what was created from t on, and `id < IDFloor(t)` what was
+// created before t's millisecond. A t before 1970 gives the smallest id of
+// all; one past the ULID's last millisecond (the year 10889), an id above
+// every id NewID makes.
 func IDFloor(t time.Time) string {
 	var u ulid.ULID
+	if t.Before(time.UnixMilli(0)) {
+		return u.String()
+	}
 	if err := u.SetTime(ulid.Timestamp(t)); err != nil {
-		return ""
+		u = ulid.ULID{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 	}
 	return u.String()
 }
@@ -139,12 +146,12 @@ func CheckWebhookURL(raw string) error {
 // repeats.
 func CheckWebhookEvents(events []string) ([]string, error) {
 	if len(events) == 0 {
-		return nil, Invalid("events", "events must list at least one of %v.", EventTypes)
+		return nil, Invalid("events", "events must list at least one of %s.", strings.Join(EventTypes, ", "))
 	}
 	var out []string
 	for _, e := range events {
 		if !slices.Contains(EventTypes, e) {
-			return nil, Invalid("events", "Unknown event %q; events are %v.", e, EventTypes)
+			return nil, Invalid("events", "Unknown event %q; events are %s.", e, strings.Join(EventTypes, ", "))
 		}
 		if !slices.Contains(out, e) {
 			out = append(out, e)

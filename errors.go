@@ -67,6 +67,15 @@ func Invalid(field, format string, args ...any) *Error {
 	return &Error{Code: CodeValidation, Message: fmt.Sprintf(format, args...), Details: map[string]any{"field": field}}
 }
 
+// Seconds writes a count of seconds for an error message: "1 second", "2
+// seconds".
+func Seconds(n int) string {
+	if n == 1 {
+		return "1 second"
+	}
+	return fmt.Sprintf("%d seconds", n)
+}
+
 // ErrorCode returns the code of err, or INTERNAL_ERROR when err is not an *Error.
 func ErrorCode(err error) Code {
 	var e *Error

@@ -58,7 +58,11 @@ type Message struct {
 	ExternalID string
 	// ValidUntil is when a message handed to a device stops being valid
 	// there (the device will not send it after).
-	ValidUntil  *time.Time
+	ValidUntil *time.Time
+	// CountedDay is the UTC day on whose daily limits a campaign message
+	// was counted (its phone's, and new contacts' when it made its
+	// recipient known), so that withdrawing it gives them back.
+	CountedDay  string
 	CreatedAt   time.Time
 	ScheduledAt *time.Time
 	SentAt      *time.Time
@@ -92,11 +96,24 @@ type Send struct {
 // IdempotencyRecord is the stored first answer to a request sent with an
 // Idempotency-Key header.
 type IdempotencyRecord struct {
-	Key         string
+	Key string
+	// RequestHash identifies the request: the SHA-256 of its body as
+	// parsed JSON, written again canonically (keys sorted, no spaces), so
+	// that the same request with other spacing or key order is the same.
 	RequestHash string
-	Status      int
-	Response    []byte
-	CreatedAt   time.Time
+	// RawHash, on a new request, is the SHA-256 of its body's bytes: the
+	// RequestHash that records stored before requests were compared parsed
+	// hold, so that a repeat of those is still a replay.
+	RawHash   string
+	Status    int
+	Response  []byte
+	CreatedAt time.Time
+}
+
+// SameRequest reports whether the request cur is the one prev was stored
+// for.
+func (prev *IdempotencyRecord) SameRequest(cur *IdempotencyRecord) bool {
+	return prev.RequestHash == cur.RequestHash || (cur.RawHash != "" && prev.RequestHash == cur.RawHash)
 }
 
 // IdempotencyWindow is how long an Idempotency-Key is remembered.
@@ -226,16 +243,21 @@ type Template struct {
 	CreatedAt time.Time
 }
 
-// MessageFilter narrows a message list.
+// MessageFilter narrows a message list; empty fields do not filter.
 type MessageFilter struct {
-	Status    string
-	Direction string
-	To        string
+	Status     string
+	Direction  string
+	To         string
+	From       string
+	CampaignID string
 	// Number matches messages from or to the number.
 	Number string
 	// Since and Until, when set, keep messages created at or after Since
-	// and before Until.
+	// and before Until (the dashboard's dates).
 	Since, Until time.Time
+	// CreatedAfter and CreatedBefore bound created_at, both exclusive
+	// (the API's created_after and created_before).
+	CreatedAfter, CreatedBefore *time.Time
 }
 
 // Page is a cursor page request: items older than After (an id), at most Limit.

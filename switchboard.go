@@ -38,6 +38,20 @@ func NewID() string {
 	return ulid.MustNew(ulid.Timestamp(time.Now()), idEntropy).String()
 }
 
+// ValidID reports whether s has the form of an id NewID makes: a ULID, 26
+// characters of Crockford's base32 (upper case, as NewID writes them).
+func ValidID(s string) bool {
+	if len(s) != ulid.EncodedSize {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'A' <= c && c <= 'Z') || c == 'I' || c == 'L' || c == 'O' || c == 'U' {
+			return false
+		}
+	}
+	return s[0] <= '7' // 48 bits of time: the first character holds 3
+}
+
 // randomAlnum returns n characters of [0-9A-Za-z] from a CSPRNG without
 // modulo bias.
 func randomAlnum(r io.Reader, n int) (string, error) {

@@ -22,17 +22,49 @@ const (
 	DeliveryFailed    = "failed"
 )
 
+// SecretOverlap is how long the secret a rotation replaces goes on signing
+// deliveries beside the new one, so that a receiver can move to the new
+// secret at any moment within it without missing a delivery.
+const SecretOverlap = 24 * time.Hour
+
 // Webhook is a registered endpoint. Its secret signs every delivery and is
 // never shown again.
 type Webhook struct {
-	ID        string
-	TenantID  string
-	Env       Environment
-	URL       string
-	Events    []string
-	Secret    string
-	CreatedAt time.Time
-	Deleted   bool
+	ID       string
+	TenantID string
+	Env      Environment
+	URL      string
+	Events   []string
+	Secret   string
+	// PreviousSecret is the secret the last rotation replaced; it signs
+	// too, until PreviousSecretExpiresAt.
+	PreviousSecret          string
+	PreviousSecretExpiresAt *time.Time
+	CreatedAt               time.Time
+	Deleted                 bool
+}
+
+// SigningSecrets returns the secrets that sign a delivery attempted at now:
+// the webhook's secret, then the previous one while it has not expired.
+func (w *Webhook) SigningSecrets(now time.Time) [][]byte {
+	out := [][]byte{[]byte(w.Secret)}
+	if w.PreviousSecret != "" && w.PreviousSecretExpiresAt != nil && now.Before(*w.PreviousSecretExpiresAt) {
+		out = append(out, []byte(w.PreviousSecret))
+	}
+	return out
+}
+
+// PreviousSecretActive reports whether the previous secret still signs at
+// now; the API shows its expiry only then.
+func (w *Webhook) PreviousSecretActive(now time.Time) bool {
+	return len(w.SigningSecrets(now)) > 1
+}
+
+// WebhookPatch is a change to a webhook; nil fields stay as they are.
+type WebhookPatch struct {
+	URL    *string
+	Events []string
+	Secret *string
 }
 
 // Delivery is one event on its way to one webhook.

@@ -102,6 +102,19 @@ func New(store Store, plans sb.Plans, now func() time.Time) *Authenticator {
 	return &Authenticator{store: store, plans: plans, now: now, ttl: DefaultTTL, used: map[string]time.Time{}}
 }
 
+// BearerToken returns the credentials of an Authorization header value of
+// the Bearer scheme. The scheme is case-insensitive and followed by one or
+// more spaces (RFC 9110 section 11.4): "Bearer", "bearer" and "BEARER" are
+// the same.
+func BearerToken(header string) (string, bool) {
+	const scheme = "Bearer"
+	if len(header) <= len(scheme) || !strings.EqualFold(header[:len(scheme)], scheme) || header[len(scheme)] != ' ' {
+		return "", false
+	}
+	token := strings.TrimLeft(header[len(scheme):], " ")
+	return token, token != ""
+}
+
 var errInvalidKey = sb.Errorf(sb.CodeInvalidAPIKey, "Missing or invalid API key. Send Authorization: Bearer <API_KEY>.")
 
 // Authenticate checks the Authorization header value of a request from the
@@ -111,7 +124,7 @@ var errInvalidKey = sb.Errorf(sb.CodeInvalidAPIKey, "Missing or invalid API key.
 // order; or a *Throttled (RATE_LIMIT_EXCEEDED) when the client has failed
 // too often (see throttle.go).
 func (a *Authenticator) Authenticate(ctx context.Context, header, client string) (*Principal, error) {
-	text, ok := strings.CutPrefix(header, "Bearer ")
+	text, ok := BearerToken(header)
 	if !ok {
 		return nil, errInvalidKey
 	}

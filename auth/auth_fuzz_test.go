@@ -45,8 +45,12 @@ const (
 	fuzzOtherTest = "svc_test_Q7fJ2kLm9XzA0bC3dE5gH8iK1nP4rS6t" // same secret, other env
 )
 
-// fuzzHeaderFormRE is what a header must look like before storage may be read.
-var fuzzHeaderFormRE = regexp.MustCompile(`^Bearer svc_(live|test)_[0-9A-Za-z]{32}$`)
+// fuzzHeaderFormRE is what a header must look like before storage may be
+// read: the Bearer scheme in any case (RFC 9110), one or more spaces, a key.
+var fuzzHeaderFormRE = regexp.MustCompile(`^(?i:bearer) +svc_(live|test)_[0-9A-Za-z]{32}$`)
+
+// fuzzValidHeaderRE matches the headers that carry the stored key.
+var fuzzValidHeaderRE = regexp.MustCompile(`^(?i:bearer) +` + regexp.QuoteMeta(fuzzKeyText) + `$`)
 
 func newFuzzStore() *fuzzStore {
 	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -65,7 +69,8 @@ func newFuzzStore() *fuzzStore {
 }
 
 // FuzzAuthenticateHeader drives Authenticate with arbitrary Authorization
-// header values: only "Bearer " and the one stored key authenticates, every
+// header values: only the Bearer scheme (in any case) and the one stored
+// key authenticates, every
 // other value is INVALID_API_KEY, and a value that is not of key form never
 // reaches storage.
 func FuzzAuthenticateHeader(f *testing.F) {
@@ -113,7 +118,7 @@ func FuzzAuthenticateHeader(f *testing.F) {
 		a := New(store, sb.DefaultPlans(), func() time.Time { return now })
 		p, err := a.Authenticate(ctx, header, "")
 
-		if header == "Bearer "+fuzzKeyText {
+		if fuzzValidHeaderRE.MatchString(header) {
 			if err != nil || p == nil {
 				t.Fatalf("Authenticate(valid header) = %v, %v", p, err)
 			}

@@ -172,7 +172,7 @@ func (a *Authenticator) throttled(client string) error {
 	}
 	secs := max(int((d+time.Second-1)/time.Second), 1)
 	return &Throttled{RetryAfter: secs, err: sb.Errorf(sb.CodeRateLimitExceeded,
-		"Too many failed authentication attempts from your address. Retry after %d seconds.", secs)}
+		"Too many failed authentication attempts from your address. Retry after %s.", sb.Seconds(secs))}
 }
 
 // failed records a failed authentication of client and returns err.

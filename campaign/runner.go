@@ -24,6 +24,8 @@ import (
 	"maps"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/tmpl"
 )
@@ -57,6 +59,12 @@ type Options struct {
 	// round took, leaving the database and the CPU to direct sends (and to
 	// the delivery of the campaign's own messages).
 	Share float64
+	// Registry, when set, gets the runner's metrics.
+	Registry prometheus.Registerer
+	// Log is the runner's logger (default slog.Default()): a campaign's
+	// completion and the withdrawal of a canceled one's messages at info
+	// level.
+	Log *slog.Logger
 }
 
 func (o *Options) defaults() {
@@ -75,6 +83,9 @@ func (o *Options) defaults() {
 	if o.Share <= 0 || o.Share > 1 {
 		o.Share = 0.9
 	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
 }
 
 // Runner runs the campaigns of every tenant on one node.
@@ -90,6 +101,12 @@ type Runner struct {
 	lists     map[string][]string
 	notBefore map[string]time.Time
 	templates map[string]*tmpl.Template
+	// withdrawn counts, per canceled campaign, the messages this runner
+	// withdrew, for the line it logs when none is left.
+	withdrawn map[string]int
+
+	reached prometheus.Counter
+	log     *slog.Logger
 }
 
 // Channels answers a campaign's questions about its recipients: the
@@ -104,8 +121,17 @@ type Channels interface {
 // New returns a Runner.
 func New(store Store, provider Channels, plans sb.Plans, opt Options) *Runner {
 	opt.defaults()
-	return &Runner{store: store, provider: provider, plans: plans, opt: opt, now: time.Now,
-		lists: map[string][]string{}, notBefore: map[string]time.Time{}, templates: map[string]*tmpl.Template{}}
+	r := &Runner{store: store, provider: provider, plans: plans, opt: opt, now: time.Now, log: opt.Log,
+		lists: map[string][]string{}, notBefore: map[string]time.Time{}, templates: map[string]*tmpl.Template{},
+		withdrawn: map[string]int{},
+		reached: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchboard_campaign_recipients_reached_total",
+			Help: "Campaign recipients this node reached: given a message (due now or deferred) or skipped (opted out, invalid).",
+		})}
+	if opt.Registry != nil {
+		opt.Registry.MustRegister(r.reached)
+	}
+	return r
 }
 
 // Run works until ctx ends.
@@ -114,7 +140,7 @@ func (r *Runner) Run(ctx context.Context) {
 		start := time.Now()
 		worked, err := r.pass(ctx)
 		if err != nil && ctx.Err() == nil {
-			slog.Error("campaign runner", "err", err)
+			r.log.Error("campaign runner", "err", err)
 		}
 		rest := r.opt.Poll
 		if worked {
@@ -146,7 +172,7 @@ func (r *Runner) pass(ctx context.Context) (worked bool, err error) {
 			if ctx.Err() != nil {
 				return worked, nil
 			}
-			slog.Error("campaign runner", "campaign_id", c.ID, "err", err)
+			r.log.Error("campaign runner", "campaign_id", c.ID, "err", err)
 			r.wait(c, r.opt.Wait)
 		}
 		worked = worked || w
@@ -154,6 +180,7 @@ func (r *Runner) pass(ctx context.Context) (worked bool, err error) {
 	maps.DeleteFunc(r.notBefore, func(id string, _ time.Time) bool { return !active[id] })
 	maps.DeleteFunc(r.lists, func(id string, _ []string) bool { return !active[id] })
 	maps.DeleteFunc(r.templates, func(id string, _ *tmpl.Template) bool { return !active[id] })
+	maps.DeleteFunc(r.withdrawn, func(id string, _ int) bool { return !active[id] })
 	return worked, nil
 }
 
@@ -170,10 +197,24 @@ func (r *Runner) turn(ctx context.Context, c *sb.Campaign) (worked bool, err err
 	switch {
 	case c.Status == sb.CampaignCanceled:
 		n, err := r.store.WithdrawCampaign(ctx, c, now, withdrawBatch)
-		return n > 0, err
+		if err != nil {
+			return false, err
+		}
+		r.withdrawn[c.ID] += n
+		if n < withdrawBatch {
+			r.log.Info("campaign canceled: its unsent messages are withdrawn", "tenant_id", c.TenantID, "environment", string(c.Env),
+				"campaign_id", c.ID, "withdrawn", r.withdrawn[c.ID])
+			delete(r.withdrawn, c.ID)
+		}
+		return n > 0, nil
 	case c.Expanded:
 		r.wait(c, r.opt.CheckEvery)
-		_, err := r.store.CompleteCampaign(ctx, c, now)
+		done, err := r.store.CompleteCampaign(ctx, c, now)
+		if done {
+			r.log.Info("campaign completed", "tenant_id", c.TenantID, "environment", string(c.Env), "campaign_id", c.ID,
+				"recipients", c.Total, "skipped_opted_out", c.SkippedOptedOut, "skipped_invalid", c.SkippedInvalid,
+				"deferred_quiet_hours", c.DeferredQuiet, "deferred_limits", c.DeferredLimits)
+		}
 		return false, err
 	}
 	tenant, err := r.store.Tenant(ctx, c.TenantID)
@@ -188,7 +229,7 @@ func (r *Runner) turn(ctx context.Context, c *sb.Campaign) (worked bool, err err
 	if err != nil {
 		var e *sb.Error
 		if errors.As(err, &e) { // the provider cannot say now: wait
-			slog.Warn("campaign waits", "campaign_id", c.ID, "code", e.Code)
+			r.log.Warn("campaign waits", "campaign_id", c.ID, "code", e.Code)
 			r.wait(c, r.opt.Wait)
 			return false, nil
 		}
@@ -198,8 +239,13 @@ func (r *Runner) turn(ctx context.Context, c *sb.Campaign) (worked bool, err err
 	if err != nil {
 		return false, err
 	}
+	r.reached.Add(float64(res.Done))
+	if c.Position == 0 && res.Done > 0 {
+		r.log.Info("campaign started", "tenant_id", c.TenantID, "environment", string(c.Env), "campaign_id", c.ID,
+			"audience", c.Audience, "recipients", c.Total)
+	}
 	if res.Blocked {
-		slog.Warn("campaign waits: no online phone sends on a recipient's channel", "campaign_id", c.ID)
+		r.log.Warn("campaign waits: no online phone sends on a recipient's channel", "campaign_id", c.ID)
 		r.wait(c, r.opt.Wait)
 	}
 	return res.Done > 0 || ch.Last, nil

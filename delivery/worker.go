@@ -46,6 +46,10 @@ type Options struct {
 	// before it is recorded on its own (status sent); an outcome that
 	// comes sooner records both in one write.
 	SentAfter time.Duration
+	// Observer, when set, learns of every hand-off (for its latency).
+	Observer *Observer
+	// Log is the worker's logger (default slog.Default()).
+	Log *slog.Logger
 }
 
 func (o *Options) defaults() {
@@ -66,6 +70,9 @@ func (o *Options) defaults() {
 	}
 	if o.SentAfter == 0 {
 		o.SentAfter = 250 * time.Millisecond
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
 	}
 	// Until its hand-off is recorded, a message is due again when its
 	// claim's lease ends: record it well before.
@@ -127,7 +134,7 @@ func (w *Worker) dispatch(ctx context.Context) {
 		msgs, err := w.store.ClaimDue(ctx, time.Now(), w.opt.Lease, w.opt.Batch)
 		if err != nil {
 			if ctx.Err() == nil {
-				slog.Error("claiming due messages", "err", err)
+				w.opt.Log.Error("claiming due messages", "err", err)
 			}
 			msgs = nil
 		}
@@ -178,6 +185,9 @@ func (w *Worker) handOff(ctx context.Context, msgs []*sb.Message) {
 		}
 		err := w.provider.Send(ctx, m)
 		if err == nil {
+			if w.opt.Observer != nil {
+				w.opt.Observer.handedOff(m, now)
+			}
 			continue
 		}
 		if !self {
@@ -193,6 +203,10 @@ func (w *Worker) handOff(ctx context.Context, msgs []*sb.Message) {
 			h.Retry, h.Deferred = d.Until, true
 		case (!errors.As(err, &e) || e.Code == sb.CodeInternal) && m.Attempts < w.opt.MaxAttempts:
 			h.Retry = now.Add(time.Duration(1<<min(m.Attempts, 8)) * time.Second)
+			// Not a failure of the message yet (that one the observer
+			// logs): the provider refused it for now.
+			w.opt.Log.Info("message hand-off failed; retrying", "tenant_id", m.TenantID, "environment", string(m.Env),
+				"message_id", m.ID, "attempt", m.Attempts, "retry_at", h.Retry.UTC(), "err", err.Error())
 		}
 		failed = append(failed, h)
 	}
@@ -208,7 +222,7 @@ func (w *Worker) record(ctx context.Context, hs []sb.Handoff) {
 		if err == nil {
 			return
 		}
-		slog.Error("recording hand-offs; retrying", "err", err)
+		w.opt.Log.Error("recording hand-offs; retrying", "err", err)
 		time.Sleep(100 * time.Millisecond)
 	}
 }
@@ -285,7 +299,7 @@ func (w *Worker) collect(ctx context.Context) {
 			if ctx.Err() != nil {
 				return // the outcome deadline hands these over again after restart
 			}
-			slog.Error("recording outcomes; retrying", "err", err)
+			w.opt.Log.Error("recording outcomes; retrying", "err", err)
 			time.Sleep(100 * time.Millisecond)
 		}
 	}

@@ -178,7 +178,7 @@ func (s *Server) createCampaign(w http.ResponseWriter, r *http.Request, p *auth.
 	if c.Template != "" {
 		t, err := s.cfg.Store.TemplateByName(ctx, p.Tenant.ID, p.Env, c.Template)
 		if sb.ErrorCode(err) == sb.CodeNotFound {
-			return sb.Errorf(sb.CodeInvalidTemplate, "No template named %q exists.", c.Template)
+			return errNoTemplate(c.Template, p.Env)
 		}
 		if err != nil {
 			return err
@@ -243,18 +243,31 @@ func (s *Server) getCampaign(w http.ResponseWriter, r *http.Request, p *auth.Pri
 
 // launchCampaign starts a draft: 202, the runner creates its messages.
 func (s *Server) launchCampaign(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	if err := noBody(w, r); err != nil {
+		return err
+	}
 	c, err := s.cfg.Store.LaunchCampaign(r.Context(), p.Tenant.ID, p.Env, r.PathValue("id"), s.now().UTC().Truncate(time.Microsecond))
 	if err != nil {
 		return err
 	}
+	s.log.Info("campaign launched", "tenant_id", c.TenantID, "environment", string(c.Env), "campaign_id", c.ID,
+		"audience", c.Audience, "recipients", c.Total, "request_id", w.Header().Get("X-Request-Id"))
 	writeData(w, http.StatusAccepted, toCampaignJSON(c))
 	return nil
 }
 
 func (s *Server) cancelCampaign(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
-	c, err := s.cfg.Store.CancelCampaign(r.Context(), p.Tenant.ID, p.Env, r.PathValue("id"), s.now().UTC().Truncate(time.Microsecond))
+	if err := noBody(w, r); err != nil {
+		return err
+	}
+	now := s.now().UTC().Truncate(time.Microsecond)
+	c, err := s.cfg.Store.CancelCampaign(r.Context(), p.Tenant.ID, p.Env, r.PathValue("id"), now)
 	if err != nil {
 		return err
+	}
+	if c.CanceledAt != nil && c.CanceledAt.Equal(now) { // this request canceled it
+		s.log.Info("campaign canceled", "tenant_id", c.TenantID, "environment", string(c.Env), "campaign_id", c.ID,
+			"request_id", w.Header().Get("X-Request-Id"))
 	}
 	writeData(w, http.StatusOK, toCampaignJSON(c))
 	return nil

@@ -133,9 +133,9 @@ func (s *Server) listContacts(w http.ResponseWriter, r *http.Request, p *auth.Pr
 	if err != nil {
 		return err
 	}
-	f := sb.ContactFilter{Phone: r.URL.Query().Get("phone")}
-	if f.Phone != "" && !phonenum.Valid(f.Phone) {
-		return sb.Errorf(sb.CodeInvalidPhoneNumber, "phone must be an E.164 number: + and 10 to 15 digits.")
+	var f sb.ContactFilter
+	if f.Phone, err = phoneParam(r, "phone"); err != nil {
+		return err
 	}
 	cs, err := s.cfg.Store.Contacts(r.Context(), p.Tenant.ID, p.Env, f, pg)
 	if err != nil {
@@ -160,7 +160,7 @@ func (s *Server) getContact(w http.ResponseWriter, r *http.Request, p *auth.Prin
 }
 
 type updateContactRequest struct {
-	Phone  *string         `json:"phone"`
+	Phone  json.RawMessage `json:"phone"`
 	Name   json.RawMessage `json:"name"`
 	Fields json.RawMessage `json:"fields"`
 }
@@ -174,10 +174,16 @@ func (s *Server) updateContact(w http.ResponseWriter, r *http.Request, p *auth.P
 	}
 	var patch sb.ContactPatch
 	if req.Phone != nil {
-		if *req.Phone == "" {
+		// A contact always has a phone: null cannot remove it, and must
+		// not be mistaken for leaving it out.
+		var phone *string
+		if err := json.Unmarshal(req.Phone, &phone); err != nil || phone == nil {
+			return sb.Invalid("phone", "phone must be an E.164 number; it cannot be null (leave it out to keep the phone).")
+		}
+		if *phone == "" {
 			return sb.Invalid("phone", "phone cannot be empty.")
 		}
-		patch.Phone = req.Phone
+		patch.Phone = phone
 	}
 	if req.Name != nil {
 		var name *string

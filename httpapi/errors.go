@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"errors"
-	"log/slog"
 	"net/http"
 
 	sb "github.com/switchboard/switchboard"
@@ -54,16 +53,16 @@ type errorBody struct {
 // writeError renders err as the error envelope. An *sb.Error keeps its code
 // and message; anything else is an internal failure: it is logged with the
 // request id and the client learns only that id.
-func writeError(w http.ResponseWriter, r *http.Request, err error) {
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var e *sb.Error
 	if !errors.As(err, &e) {
 		id := w.Header().Get("X-Request-Id")
 		if r.Context().Err() != nil {
 			// The client went away: nobody reads this answer, and it is no
 			// server failure.
-			slog.Debug("request canceled by the client", "request_id", id, "method", r.Method, "path", r.URL.Path)
+			s.log.Debug("request canceled by the client", "request_id", id, "method", r.Method, "route", r.Pattern)
 		} else {
-			slog.Error("internal error", "request_id", id, "method", r.Method, "path", r.URL.Path, "err", err)
+			s.log.Error("internal error", "request_id", id, "method", r.Method, "route", r.Pattern, "err", err)
 		}
 		e = sb.Errorf(sb.CodeInternal, "An unexpected error occurred. Quote request id %s when contacting support.", id)
 	}

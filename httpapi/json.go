@@ -59,6 +59,28 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	return decodeBytes(raw, v)
 }
 
+// noBody checks the body of a route that takes none: empty, or an empty
+// JSON object, is fine; anything else is VALIDATION_ERROR, so that a field
+// the route does not have (say a launch time) is not silently ignored.
+func noBody(w http.ResponseWriter, r *http.Request) error {
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		return decodeReadError(err)
+	}
+	if t := bytes.TrimSpace(raw); len(t) == 0 || bytes.Equal(t, []byte("{}")) {
+		return nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err == nil {
+		for k := range obj {
+			return sb.Invalid(k, "Unknown field %q: this route takes no body.", k)
+		}
+		return nil
+	}
+	return sb.Invalid("body", "This route takes no body; send none (or {}).")
+}
+
 func decodeReadError(err error) error {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {

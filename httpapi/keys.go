@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"time"
 
@@ -47,9 +48,9 @@ func toKeyJSON(k *sb.APIKey, plan sb.Plan) keyJSON {
 const MaxKeyRateLimit = sb.MaxRateLimit
 
 type createKeyRequest struct {
-	Name        *string `json:"name"`
-	RateLimit   *int    `json:"rate_limit"`
-	Environment *string `json:"environment"`
+	Name        *string  `json:"name"`
+	RateLimit   *float64 `json:"rate_limit"`
+	Environment *string  `json:"environment"`
 }
 
 // errKeysScope refuses key management to an identity-provider token
@@ -79,7 +80,13 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, p *auth.Princ
 	}
 	limit := 0
 	if req.RateLimit != nil {
-		limit = *req.RateLimit
+		// A whole number, however written: 5 and 5.0 alike (JSON has one
+		// number type).
+		f := *req.RateLimit
+		if f != math.Trunc(f) || f < 1 {
+			return sb.Invalid("rate_limit", "rate_limit must be a whole number of at least 1.")
+		}
+		limit = int(min(f, sb.MaxRateLimit+1)) // above the most: refused as such
 		if err := sb.CheckKeyRateLimit(limit, p.Plan); err != nil {
 			return err
 		}

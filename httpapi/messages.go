@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -177,9 +178,45 @@ func scalarString(raw json.RawMessage) (string, bool) {
 	return "", false
 }
 
+// sendMessage accepts one outbound message (contract section 4). A 429
+// NEW_CONTACT_LIMIT carries Retry-After until the next UTC day, when the
+// daily limit starts again.
 func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
-	ctx := r.Context()
 	now := s.now().UTC().Truncate(time.Microsecond)
+	err := s.send(w, r, p, now)
+	if sb.ErrorCode(err) == sb.CodeNewContactLimit {
+		w.Header().Set("Retry-After", strconv.Itoa(secondsToNextDay(now)))
+		s.cfg.Metrics.refused("new_contacts")
+	}
+	return err
+}
+
+// requestHash identifies a request body for Idempotency-Key: the SHA-256 of
+// the body as parsed JSON written again canonically (object keys sorted,
+// no insignificant space, numbers as written), so that the same request
+// with other spacing, key order or string escapes is the same request. A
+// body that is not JSON is identified by its bytes.
+func requestHash(raw []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil || dec.More() {
+		return sha256Hex(raw)
+	}
+	canon, err := json.Marshal(v)
+	if err != nil {
+		return sha256Hex(raw)
+	}
+	return sha256Hex(canon)
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func (s *Server) send(w http.ResponseWriter, r *http.Request, p *auth.Principal, now time.Time) error {
+	ctx := r.Context()
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 	raw, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -190,8 +227,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, p *auth.Pri
 		if len(key) > 255 {
 			return sb.Invalid("Idempotency-Key", "The Idempotency-Key header must be at most 255 characters.")
 		}
-		sum := sha256.Sum256(raw)
-		idem = &sb.IdempotencyRecord{Key: key, RequestHash: hex.EncodeToString(sum[:])}
+		idem = &sb.IdempotencyRecord{Key: key, RequestHash: requestHash(raw), RawHash: sha256Hex(raw)}
 		prev, err := s.cfg.Store.Idempotency(ctx, p.Tenant.ID, p.Env, key, now)
 		if err != nil {
 			return err
@@ -325,7 +361,7 @@ func writeRaw(w http.ResponseWriter, status int, body []byte) {
 // replay answers a repeated Idempotency-Key: the first answer when the
 // request is the same, IDEMPOTENCY_CONFLICT when it is not.
 func replay(w http.ResponseWriter, prev, cur *sb.IdempotencyRecord) error {
-	if prev.RequestHash != cur.RequestHash {
+	if !prev.SameRequest(cur) {
 		return sb.Errorf(sb.CodeIdempotencyConflict, "This Idempotency-Key was already used with a different request body.")
 	}
 	w.Header().Set("Idempotent-Replayed", "true")
@@ -349,7 +385,7 @@ func (s *Server) checkFrom(ctx context.Context, p *auth.Principal, from string) 
 func (s *Server) render(ctx context.Context, p *auth.Principal, name string, data map[string]string) (string, error) {
 	t, err := s.cfg.Store.TemplateByName(ctx, p.Tenant.ID, p.Env, name)
 	if sb.ErrorCode(err) == sb.CodeNotFound {
-		return "", sb.Errorf(sb.CodeInvalidTemplate, "No template named %q exists.", name)
+		return "", errNoTemplate(name, p.Env)
 	}
 	if err != nil {
 		return "", err
@@ -371,6 +407,13 @@ func (s *Server) render(ctx context.Context, p *auth.Principal, name string, dat
 		return "", err
 	}
 	return body, nil
+}
+
+// errNoTemplate is INVALID_TEMPLATE for a name that names no template of
+// the environment; templates of the other environment are not seen (a
+// template made with a live key does not exist for a test key).
+func errNoTemplate(name string, env sb.Environment) error {
+	return sb.Errorf(sb.CodeInvalidTemplate, "No template named %q exists in the %s environment (templates are separate for live and test keys).", clip(name, 80), env)
 }
 
 // resolveChannel returns the channel the message will use: chat only when
@@ -436,13 +479,18 @@ func (s *Server) getMessage(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	return nil
 }
 
+// messageFilters are the query parameters of GET /v1/messages.
+var messageFilters = append([]string{"status", "direction", "to", "from", "campaign_id", "created_after", "created_before"}, pageParams...)
+
+// listMessages lists the environment's messages, newest first, filtered by
+// status, direction, to, from, campaign and a created_at range.
 func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	pg, err := page(r)
 	if err != nil {
 		return err
 	}
 	q := r.URL.Query()
-	f := sb.MessageFilter{Status: q.Get("status"), Direction: q.Get("direction"), To: q.Get("to")}
+	f := sb.MessageFilter{Status: q.Get("status"), Direction: q.Get("direction"), CampaignID: q.Get("campaign_id")}
 	switch f.Status {
 	case "", sb.StatusQueued, sb.StatusSent, sb.StatusDelivered, sb.StatusFailed, sb.StatusReceived:
 	default:
@@ -453,8 +501,27 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, p *auth.Pr
 	default:
 		return sb.Invalid("direction", "direction must be outbound or inbound.")
 	}
-	if f.To != "" && !phonenum.Valid(f.To) {
-		return sb.Errorf(sb.CodeInvalidPhoneNumber, "to must be an E.164 number: + and 10 to 15 digits.")
+	if f.To, err = phoneParam(r, "to"); err != nil {
+		return err
+	}
+	if f.From, err = phoneParam(r, "from"); err != nil {
+		return err
+	}
+	if f.CampaignID != "" && !sb.ValidID(f.CampaignID) {
+		return sb.Invalid("campaign_id", "campaign_id must be a campaign's id (26 characters), not %q.", clip(f.CampaignID, 40))
+	}
+	for _, b := range []struct {
+		name string
+		t    **time.Time
+	}{{"created_after", &f.CreatedAfter}, {"created_before", &f.CreatedBefore}} {
+		if v := q.Get(b.name); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return sb.Invalid(b.name, "%s must be an RFC 3339 time such as 2026-01-31T12:00:00Z (in a query string, write a + offset as %%2B).", b.name)
+			}
+			t = t.UTC()
+			*b.t = &t
+		}
 	}
 	ms, err := s.cfg.Store.Messages(r.Context(), p.Tenant.ID, p.Env, f, pg)
 	if err != nil {
@@ -504,6 +571,9 @@ func (s *Server) testInbound(w http.ResponseWriter, r *http.Request, p *auth.Pri
 		}
 	}
 	if phone == nil {
+		if len(phones) == 0 {
+			return sb.Invalid("to", "The tenant has no phone for the text to reach; add one first (POST /v1/phones).")
+		}
 		return sb.Invalid("to", "to must be one of your phone numbers.")
 	}
 	if p.Env == sb.Live && phone.Kind != sb.PhoneSimulated {

@@ -14,6 +14,7 @@ import (
 type Metrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	refusals *prometheus.CounterVec
 	handler  http.Handler
 	Registry *prometheus.Registry
 }
@@ -35,9 +36,18 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Help:    "HTTP request latency by route pattern.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"route"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_rate_limit_refusals_total",
+			Help: "Requests refused with 429 by limit: key (the key's per-minute limit), tenant (the tenant's total), " +
+				"auth_throttle (failed authentication from one address), monthly_quota, new_contacts (the daily new-recipient limit).",
+		}, []string{"limit"}),
 		Registry: reg,
 	}
-	reg.MustRegister(m.requests, m.latency)
+	// Every limit shows, at 0, before its first refusal.
+	for _, l := range []string{"key", "tenant", "auth_throttle", "monthly_quota", "new_contacts"} {
+		m.refusals.WithLabelValues(l)
+	}
+	reg.MustRegister(m.requests, m.latency, m.refusals)
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	return m
 }
@@ -61,3 +71,6 @@ func (m *Metrics) observe(route string, status int, d time.Duration) {
 	m.requests.WithLabelValues(route, code).Inc()
 	m.latency.WithLabelValues(route).Observe(d.Seconds())
 }
+
+// refused counts a 429 of the named limit.
+func (m *Metrics) refused(limit string) { m.refusals.WithLabelValues(limit).Inc() }

@@ -106,6 +106,12 @@ func TestOpenAPIConventionsCatchMistakes(t *testing.T) {
 		{"PATCH null without nullable.Nullable", func(tree map[string]any) {
 			delete(dig(tree, "components", "schemas", "ContactUpdate", "properties", "name"), "x-go-type")
 		}, "PATCH /v1/contacts/{id}: name accepts null"},
+		{"authenticated operation without 400", func(tree map[string]any) {
+			delete(dig(tree, "paths", "/v1/messages/{id}", "get", "responses"), "400")
+		}, "GET /v1/messages/{id}: no 400"},
+		{"429 without a required Retry-After", func(tree map[string]any) {
+			delete(dig(tree, "paths", "/v1/messages", "post", "responses", "429", "headers"), "Retry-After")
+		}, "POST /v1/messages: 429 does not declare a required Retry-After"},
 		{"no license", func(tree map[string]any) {
 			delete(dig(tree, "info"), "license")
 		}, "info has no license"},
@@ -241,6 +247,14 @@ func openAPIProblems(doc *openapi3.T, tree map[string]any) []string {
 			return
 		}
 		codes := op.Responses.Map()
+		if secured && codes["400"] == nil {
+			add("%s: no 400: every authenticated operation answers 400 VALIDATION_ERROR to a query parameter it does not have", at)
+		}
+		if r := codes["429"]; r != nil && r.Value != nil {
+			if h := r.Value.Headers["Retry-After"]; h == nil || h.Value == nil || !h.Value.Required {
+				add("%s: 429 does not declare a required Retry-After (every 429 carries one)", at)
+			}
+		}
 		keys := make([]string, 0, len(codes))
 		for k := range codes {
 			keys = append(keys, k)

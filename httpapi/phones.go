@@ -255,6 +255,9 @@ func (s *Server) pairPhone(w http.ResponseWriter, r *http.Request, p *auth.Princ
 	if err := liveOnly(p); err != nil {
 		return err
 	}
+	if err := noBody(w, r); err != nil {
+		return err
+	}
 	ctx, id := r.Context(), r.PathValue("id")
 	pairing, err := s.newPairing(ctx, func(pr *sb.Pairing) error { return s.cfg.Store.SetPairing(ctx, p.Tenant.ID, id, pr) })
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -57,7 +58,11 @@ type Config struct {
 	// URLChecker vets webhook urls at registration (SSRF).
 	URLChecker URLChecker
 	Metrics    *Metrics
-	Now        func() time.Time
+	// Log is the server's logger (default slog.Default()): a line per
+	// request at debug level, internal errors, campaign launches and
+	// cancels at info.
+	Log *slog.Logger
+	Now func() time.Time
 }
 
 // Channels answers a send's questions about channels and quiet hours, and
@@ -77,6 +82,7 @@ type Server struct {
 	reqSeq  atomic.Uint64
 	reqBase string
 	openapi []byte
+	log     *slog.Logger
 }
 
 // New returns a Server. Routes are all listed in routes.
@@ -89,7 +95,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	var b [6]byte
 	rand.Read(b[:])
-	s := &Server{cfg: cfg, mux: http.NewServeMux(), now: cfg.Now, reqBase: "req_" + hex.EncodeToString(b[:])}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), now: cfg.Now, log: cfg.Log, reqBase: "req_" + hex.EncodeToString(b[:])}
 	doc, err := OpenAPIJSON()
 	if err != nil {
 		return nil, err
@@ -112,29 +121,32 @@ func (s *Server) routes() {
 	s.mux.Handle("DELETE /v1/api-keys/{id}", s.authed(s.revokeKey))
 
 	s.mux.Handle("POST /v1/messages", s.authed(s.sendMessage))
-	s.mux.Handle("GET /v1/messages", s.authed(s.listMessages))
+	s.mux.Handle("GET /v1/messages", s.authed(s.listMessages, messageFilters...))
 	s.mux.Handle("GET /v1/messages/{id}", s.authed(s.getMessage))
 
 	s.mux.Handle("POST /v1/templates", s.authed(s.createTemplate))
-	s.mux.Handle("GET /v1/templates", s.authed(s.listTemplates))
+	s.mux.Handle("GET /v1/templates", s.authed(s.listTemplates, pageParams...))
 	s.mux.Handle("GET /v1/templates/{id}", s.authed(s.getTemplate))
 	s.mux.Handle("DELETE /v1/templates/{id}", s.authed(s.deleteTemplate))
 
 	s.mux.Handle("POST /v1/webhooks", s.authed(s.createWebhook))
 	s.mux.Handle("GET /v1/webhooks", s.authed(s.listWebhooks))
+	s.mux.Handle("GET /v1/webhooks/{id}", s.authed(s.getWebhook))
+	s.mux.Handle("PATCH /v1/webhooks/{id}", s.authed(s.updateWebhook))
 	s.mux.Handle("DELETE /v1/webhooks/{id}", s.authed(s.deleteWebhook))
-	s.mux.Handle("GET /v1/webhooks/{id}/deliveries", s.authed(s.listDeliveries))
+	s.mux.Handle("GET /v1/webhooks/{id}/deliveries", s.authed(s.listDeliveries, pageParams...))
+	s.mux.Handle("GET /v1/webhooks/{id}/deliveries/{delivery_id}", s.authed(s.getDelivery))
 	s.mux.Handle("POST /v1/webhooks/{id}/deliveries/{delivery_id}/retry", s.authed(s.retryDelivery))
 
 	s.mux.Handle("POST /v1/contacts", s.authed(s.createContact))
-	s.mux.Handle("GET /v1/contacts", s.authed(s.listContacts))
+	s.mux.Handle("GET /v1/contacts", s.authed(s.listContacts, append([]string{"phone"}, pageParams...)...))
 	s.mux.Handle("POST /v1/contacts/import", s.authed(s.importContacts))
 	s.mux.Handle("GET /v1/contacts/{id}", s.authed(s.getContact))
 	s.mux.Handle("PATCH /v1/contacts/{id}", s.authed(s.updateContact))
 	s.mux.Handle("DELETE /v1/contacts/{id}", s.authed(s.deleteContact))
 
 	s.mux.Handle("POST /v1/campaigns", s.authed(s.createCampaign))
-	s.mux.Handle("GET /v1/campaigns", s.authed(s.listCampaigns))
+	s.mux.Handle("GET /v1/campaigns", s.authed(s.listCampaigns, pageParams...))
 	s.mux.Handle("GET /v1/campaigns/{id}", s.authed(s.getCampaign))
 	s.mux.Handle("POST /v1/campaigns/{id}/launch", s.authed(s.launchCampaign))
 	s.mux.Handle("POST /v1/campaigns/{id}/cancel", s.authed(s.cancelCampaign))
@@ -172,6 +184,9 @@ type recorder struct {
 	status   int
 	routed   bool
 	hijacked bool // the mux answered on its own
+	// tenant and env are those of the authenticated caller, for the log.
+	tenant string
+	env    sb.Environment
 }
 
 func (rw *recorder) WriteHeader(status int) {
@@ -198,11 +213,16 @@ func (rw *recorder) Write(b []byte) (int, error) {
 
 func (rw *recorder) Unwrap() http.ResponseWriter { return rw.ResponseWriter }
 
-// ServeHTTP gives every request an id, recovers panics into a 500 envelope,
-// renders the mux's own 404 and 405 as envelopes and records metrics.
+// ServeHTTP gives every request an id (the client's own X-Request-Id when it
+// is a sane token), recovers panics into a 500 envelope, renders the mux's
+// own 404 and 405 as envelopes, records metrics and logs the request at
+// debug level.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	id := s.reqBase + "_" + strconv.FormatUint(s.reqSeq.Add(1), 36)
+	id := r.Header.Get("X-Request-Id")
+	if !saneRequestID(id) {
+		id = s.reqBase + "_" + strconv.FormatUint(s.reqSeq.Add(1), 36)
+	}
 	w.Header().Set("X-Request-Id", id)
 	rw := &recorder{ResponseWriter: w}
 	defer func() {
@@ -210,17 +230,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			slog.Error("panic", "request_id", id, "method", r.Method, "path", r.URL.Path, "panic", v)
+			s.log.Error("panic", "request_id", id, "method", r.Method, "route", r.Pattern, "panic", v)
 			if rw.status == 0 {
 				rw.routed = true
-				writeError(rw, r, errPanic)
+				s.writeError(rw, r, errPanic)
 			}
 		}
 		route := r.Pattern
 		if route == "" {
 			route = "unmatched"
 		}
-		s.cfg.Metrics.observe(route, rw.status, time.Since(start))
+		elapsed := time.Since(start)
+		s.cfg.Metrics.observe(route, rw.status, elapsed)
+		s.logRequest(r, rw, id, route, elapsed)
 	}()
 	s.mux.ServeHTTP(rw, r)
 	if rw.hijacked {
@@ -228,11 +250,49 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hdr := w.Header()
 		delete(hdr, "X-Content-Type-Options")
 		if rw.status == http.StatusMethodNotAllowed {
-			writeError(rw.ResponseWriter, r, sb.Errorf(sb.CodeMethodNotAllowed, "Method %s is not allowed on %s.", r.Method, r.URL.Path))
+			s.writeError(rw.ResponseWriter, r, sb.Errorf(sb.CodeMethodNotAllowed, "Method %s is not allowed on %s.", r.Method, r.URL.Path))
 			return
 		}
-		writeError(rw.ResponseWriter, r, sb.Errorf(sb.CodeNotFound, "No route matches %s %s.", r.Method, r.URL.Path))
+		s.writeError(rw.ResponseWriter, r, sb.Errorf(sb.CodeNotFound, "No route matches %s %s.", r.Method, r.URL.Path))
 	}
+}
+
+// saneRequestID reports whether a client's X-Request-Id may be kept as the
+// request's id: 1 to 128 characters of letters, digits and . _ : -, so
+// that it can go into logs and headers as it is.
+func saneRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// logRequest writes the request's line at debug level: method, route
+// pattern (never the path's ids or the query), status, duration, request
+// id and, once authenticated, the tenant and environment. Never a key.
+func (s *Server) logRequest(r *http.Request, rw *recorder, id, route string, elapsed time.Duration) {
+	ctx := r.Context()
+	if !s.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	status := rw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	attrs := []slog.Attr{
+		slog.String("method", r.Method), slog.String("route", route), slog.Int("status", status),
+		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000), slog.String("request_id", id),
+	}
+	if rw.tenant != "" {
+		attrs = append(attrs, slog.String("tenant_id", rw.tenant), slog.String("environment", string(rw.env)))
+	}
+	s.log.LogAttrs(ctx, slog.LevelDebug, "request", attrs...)
 }
 
 var errPanic = &panicError{}
@@ -267,35 +327,41 @@ func (s *Server) public(h func(w http.ResponseWriter, r *http.Request) error) ht
 			rw.routed = true
 		}
 		if err := h(w, r); err != nil {
-			writeError(w, r, err)
+			s.writeError(w, r, err)
 		}
 	})
 }
 
-// authed adapts a handler of an authenticated route. Checks run in the
-// contract's order: authentication (401/403), rate limits (429
-// RATE_LIMIT_EXCEEDED: the key's, then the tenant's total), monthly quota
-// (429 QUOTA_EXCEEDED), then the handler.
-func (s *Server) authed(h handlerFunc) http.Handler {
+// authed adapts a handler of an authenticated route that takes the query
+// parameters params (none when empty). Checks run in the contract's order:
+// authentication (401/403), rate limits (429 RATE_LIMIT_EXCEEDED: the
+// key's, then the tenant's total), monthly quota (429 QUOTA_EXCEEDED), then
+// the request itself: its query parameters (checkQuery), then the handler.
+func (s *Server) authed(h handlerFunc, params ...string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rw, ok := w.(*recorder); ok {
+		rw, _ := w.(*recorder)
+		if rw != nil {
 			rw.routed = true
 		}
-		if err := s.admit(w, r, h); err != nil {
-			writeError(w, r, err)
+		if err := s.admit(w, r, rw, h, params); err != nil {
+			s.writeError(w, r, err)
 		}
 	})
 }
 
-func (s *Server) admit(w http.ResponseWriter, r *http.Request, h handlerFunc) error {
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, rw *recorder, h handlerFunc, params []string) error {
 	ctx := r.Context()
 	p, err := s.cfg.Auth.Authenticate(ctx, r.Header.Get("Authorization"), clientAddr(r))
 	if err != nil {
 		var th *auth.Throttled
 		if errors.As(err, &th) {
 			w.Header().Set("Retry-After", strconv.Itoa(th.RetryAfter))
+			s.cfg.Metrics.refused("auth_throttle")
 		}
 		return err
+	}
+	if rw != nil {
+		rw.tenant, rw.env = p.Tenant.ID, p.Env
 	}
 	if p.RateLimit > 0 {
 		d, err := s.cfg.Limiter.Allow(ctx, p.Key.ID, p.RateLimit, time.Minute)
@@ -308,7 +374,8 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, h handlerFunc) er
 		hdr["X-Ratelimit-Reset"] = []string{strconv.Itoa(d.ResetSeconds())}
 		if !d.Allowed {
 			hdr["Retry-After"] = []string{strconv.Itoa(d.RetryAfterSeconds())}
-			return sb.Errorf(sb.CodeRateLimitExceeded, "Rate limit of %d requests per minute exceeded. Retry after %d seconds.", d.Limit, d.RetryAfterSeconds())
+			s.cfg.Metrics.refused("key")
+			return sb.Errorf(sb.CodeRateLimitExceeded, "Rate limit of %d requests per minute exceeded. Retry after %s.", d.Limit, sb.Seconds(d.RetryAfterSeconds()))
 		}
 	}
 	// The tenant's total, across its keys and tokens of both environments.
@@ -325,7 +392,8 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, h handlerFunc) er
 			hdr["X-Ratelimit-Remaining"] = []string{"0"}
 			hdr["X-Ratelimit-Reset"] = []string{strconv.Itoa(d.ResetSeconds())}
 			hdr["Retry-After"] = []string{strconv.Itoa(d.RetryAfterSeconds())}
-			return sb.Errorf(sb.CodeRateLimitExceeded, "The account's limit of %d requests per minute across all its keys is exceeded. Retry after %d seconds.", d.Limit, d.RetryAfterSeconds())
+			s.cfg.Metrics.refused("tenant")
+			return sb.Errorf(sb.CodeRateLimitExceeded, "The account's limit of %d requests per minute across all its keys is exceeded. Retry after %s.", d.Limit, sb.Seconds(d.RetryAfterSeconds()))
 		}
 	}
 	if p.Env == sb.Live {
@@ -333,11 +401,57 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, h handlerFunc) er
 		if err := s.cfg.Meter.Take(ctx, p.Tenant.ID, p.Plan.MonthlyCalls, now); err != nil {
 			if sb.ErrorCode(err) == sb.CodeQuotaExceeded {
 				w.Header().Set("Retry-After", strconv.Itoa(secondsToNextMonth(now)))
+				s.cfg.Metrics.refused("monthly_quota")
 			}
 			return err
 		}
 	}
-	return h(w, r, p)
+	if err := checkQuery(r, params); err != nil {
+		return err
+	}
+	if err := checkIdempotencyHeader(r); err != nil {
+		return err
+	}
+	err = h(w, r, p)
+	if err == sb.ErrNotFound {
+		err = notFound(r, p.Env)
+	}
+	return err
+}
+
+// checkIdempotencyHeader refuses an Idempotency-Key on a POST that does not
+// honour it: only sends are made idempotent by it, and a client that sends
+// it elsewhere must not believe that a retry is safe when it would create
+// a second webhook, key or campaign.
+func checkIdempotencyHeader(r *http.Request) error {
+	if r.Method != http.MethodPost || r.Pattern == "POST /v1/messages" || r.Header.Get("Idempotency-Key") == "" {
+		return nil
+	}
+	return sb.Invalid("Idempotency-Key", "Idempotency-Key is honoured only by POST /v1/messages; this request would not be made safe to retry by it. Leave the header out.")
+}
+
+// resourceNames names the resource of a route's {id}, for NOT_FOUND texts.
+var resourceNames = map[string]string{
+	"api-keys": "API key", "messages": "message", "templates": "template", "webhooks": "webhook", "phones": "phone",
+}
+
+// notFound is the NOT_FOUND of a route's {id}: the store's general error,
+// said of the resource the route names. The resource may exist elsewhere
+// (another tenant, the other environment): the text never says so.
+func notFound(r *http.Request, env sb.Environment) error {
+	rest, _ := strings.CutPrefix(r.URL.Path, "/v1/")
+	kind, _, _ := strings.Cut(rest, "/")
+	name, ok := resourceNames[kind]
+	if !ok {
+		return sb.ErrNotFound
+	}
+	// The text does not repeat the id: the answer to another tenant's id
+	// must be the same, byte for byte, as to an id that never existed.
+	switch kind {
+	case "api-keys", "phones": // of the tenant, not of an environment
+		return sb.Errorf(sb.CodeNotFound, "No %s with this id exists.", name)
+	}
+	return sb.Errorf(sb.CodeNotFound, "No %s with this id exists in the %s environment.", name, env)
 }
 
 // clientAddr is the address of the client that sent r: the connection's
@@ -354,6 +468,14 @@ func clientAddr(r *http.Request) string {
 // tenantBucket names the rate-limit bucket of a tenant's total; key ids
 // (ULIDs, and "idp:..." for tokens) never take this form.
 func tenantBucket(tenantID string) string { return "tenant:" + tenantID }
+
+// secondsToNextDay is the Retry-After of a daily limit: whole seconds until
+// the next UTC day begins, at least 1.
+func secondsToNextDay(now time.Time) int {
+	now = now.UTC()
+	next := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC)
+	return max(1, int((next.Sub(now)+time.Second-1)/time.Second))
+}
 
 func secondsToNextMonth(now time.Time) int {
 	now = now.UTC()

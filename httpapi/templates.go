@@ -3,8 +3,10 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -50,17 +52,27 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request, p *auth.
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
-	if req.Name == nil || !templateName.MatchString(*req.Name) {
+	switch {
+	case req.Name == nil || *req.Name == "":
 		return sb.Invalid("name", "name is required: 1 to 64 characters of a-z, 0-9, _ and -.")
+	case !templateName.MatchString(*req.Name):
+		hint := ""
+		if lower := strings.ToLower(*req.Name); lower != *req.Name && templateName.MatchString(lower) {
+			hint = fmt.Sprintf(" (lower case only: %q would do)", lower)
+		}
+		return sb.Invalid("name", "name must be 1 to 64 characters of a-z, 0-9, _ and -%s; %q is not.", hint, clip(*req.Name, 80))
 	}
-	if req.Body == nil || *req.Body == "" || utf8.RuneCountInString(*req.Body) > sb.MaxBodyLength {
+	if req.Body == nil || *req.Body == "" {
 		return sb.Invalid("body", "body is required: 1 to %d characters.", sb.MaxBodyLength)
+	}
+	if utf8.RuneCountInString(*req.Body) > sb.MaxBodyLength {
+		return sb.Invalid("body", "body must be at most %d characters.", sb.MaxBodyLength)
 	}
 	parsed, err := tmpl.Parse(*req.Body)
 	if err != nil {
 		var se *tmpl.SyntaxError
 		if errors.As(err, &se) {
-			return sb.Invalid("body", "body is not a valid template: %s.", se.Error())
+			return sb.Invalid("body", "body is not a valid template: %s.", se.Describe(*req.Body))
 		}
 		return err
 	}

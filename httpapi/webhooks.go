@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -14,8 +15,10 @@ type WebhookStore interface {
 	CreateWebhook(ctx context.Context, w *sb.Webhook) error
 	Webhooks(ctx context.Context, tenantID string, env sb.Environment) ([]*sb.Webhook, error)
 	Webhook(ctx context.Context, tenantID string, env sb.Environment, id string) (*sb.Webhook, error)
+	UpdateWebhook(ctx context.Context, tenantID string, env sb.Environment, id string, patch sb.WebhookPatch, now time.Time) (*sb.Webhook, error)
 	DeleteWebhook(ctx context.Context, tenantID string, env sb.Environment, id string, now time.Time) error
 	Deliveries(ctx context.Context, tenantID string, env sb.Environment, webhookID string, p sb.Page) ([]*sb.Delivery, error)
+	Delivery(ctx context.Context, tenantID string, env sb.Environment, webhookID, id string) (*sb.Delivery, error)
 	RetryDelivery(ctx context.Context, tenantID string, env sb.Environment, webhookID, id string, now time.Time) (*sb.Delivery, error)
 }
 
@@ -25,21 +28,36 @@ type URLChecker interface {
 }
 
 type webhookJSON struct {
-	ID          string    `json:"id"`
-	URL         string    `json:"url"`
-	Events      []string  `json:"events"`
-	Environment string    `json:"environment"`
-	CreatedAt   time.Time `json:"created_at"`
+	ID          string   `json:"id"`
+	URL         string   `json:"url"`
+	Events      []string `json:"events"`
+	Environment string   `json:"environment"`
+	// PreviousSecretExpiresAt is set while the secret a rotation replaced
+	// still signs deliveries.
+	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at"`
+	CreatedAt               time.Time  `json:"created_at"`
 }
 
-func toWebhookJSON(w *sb.Webhook) webhookJSON {
-	return webhookJSON{ID: w.ID, URL: w.URL, Events: w.Events, Environment: string(w.Env), CreatedAt: w.CreatedAt}
+func toWebhookJSON(w *sb.Webhook, now time.Time) webhookJSON {
+	out := webhookJSON{ID: w.ID, URL: w.URL, Events: w.Events, Environment: string(w.Env), CreatedAt: w.CreatedAt}
+	if w.PreviousSecretActive(now) {
+		out.PreviousSecretExpiresAt = w.PreviousSecretExpiresAt
+	}
+	return out
 }
 
 type createWebhookRequest struct {
 	URL    *string  `json:"url"`
 	Events []string `json:"events"`
 	Secret *string  `json:"secret"`
+}
+
+// vetWebhookURL checks the address a webhook url resolves to (SSRF).
+func (s *Server) vetWebhookURL(ctx context.Context, raw string) error {
+	if err := s.cfg.URLChecker.CheckURL(ctx, raw); err != nil {
+		return sb.Invalid("url", "url is not allowed: %s.", err.Error())
+	}
+	return nil
 }
 
 func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
@@ -63,15 +81,97 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, p *auth.P
 	if err := sb.CheckWebhookSecret(*req.Secret); err != nil {
 		return err
 	}
-	if err := s.cfg.URLChecker.CheckURL(r.Context(), *req.URL); err != nil {
-		return sb.Invalid("url", "url is not allowed: %s.", err.Error())
+	if err := s.vetWebhookURL(r.Context(), *req.URL); err != nil {
+		return err
 	}
-	hook := &sb.Webhook{ID: sb.NewID(), TenantID: p.Tenant.ID, Env: p.Env, URL: *req.URL, Events: events, Secret: *req.Secret,
-		CreatedAt: s.now().UTC().Truncate(time.Microsecond)}
+	now := s.now().UTC().Truncate(time.Microsecond)
+	hook := &sb.Webhook{ID: sb.NewID(), TenantID: p.Tenant.ID, Env: p.Env, URL: *req.URL, Events: events, Secret: *req.Secret, CreatedAt: now}
 	if err := s.cfg.Store.CreateWebhook(r.Context(), hook); err != nil {
 		return err
 	}
-	writeData(w, http.StatusCreated, toWebhookJSON(hook))
+	writeData(w, http.StatusCreated, toWebhookJSON(hook, now))
+	return nil
+}
+
+func (s *Server) getWebhook(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	hook, err := s.cfg.Store.Webhook(r.Context(), p.Tenant.ID, p.Env, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, toWebhookJSON(hook, s.now()))
+	return nil
+}
+
+type updateWebhookRequest struct {
+	URL    json.RawMessage `json:"url"`
+	Events json.RawMessage `json:"events"`
+	Secret json.RawMessage `json:"secret"`
+}
+
+// updateWebhook changes a webhook's url, events or secret; the fields left
+// out stay as they are, and none of them may be null. A new secret signs
+// every delivery from now on, and the one it replaces goes on signing
+// beside it for sb.SecretOverlap (24 hours), so that the receiver can
+// switch to the new secret at any moment in between.
+func (s *Server) updateWebhook(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	var req updateWebhookRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	var patch sb.WebhookPatch
+	str := func(field string, raw json.RawMessage) (*string, error) {
+		var v *string
+		if err := json.Unmarshal(raw, &v); err != nil || v == nil {
+			return nil, sb.Invalid(field, "%s must be a string; it cannot be null (leave it out to keep it).", field)
+		}
+		return v, nil
+	}
+	var err error
+	if req.URL != nil {
+		if patch.URL, err = str("url", req.URL); err != nil {
+			return err
+		}
+		if err := sb.CheckWebhookURL(*patch.URL); err != nil {
+			return err
+		}
+	}
+	if req.Events != nil {
+		var list []string
+		if err := json.Unmarshal(req.Events, &list); err != nil || list == nil {
+			return sb.Invalid("events", "events must be an array of event types; it cannot be null (leave it out to keep it).")
+		}
+		if patch.Events, err = sb.CheckWebhookEvents(list); err != nil {
+			return err
+		}
+	}
+	if req.Secret != nil {
+		if patch.Secret, err = str("secret", req.Secret); err != nil {
+			return err
+		}
+		if err := sb.CheckWebhookSecret(*patch.Secret); err != nil {
+			return err
+		}
+	}
+	ctx, id := r.Context(), r.PathValue("id")
+	if patch.URL != nil {
+		// Only a url that changes is vetted again: the one the webhook has
+		// was vetted at registration (and is at every connection).
+		cur, err := s.cfg.Store.Webhook(ctx, p.Tenant.ID, p.Env, id)
+		if err != nil {
+			return err
+		}
+		if *patch.URL != cur.URL {
+			if err := s.vetWebhookURL(ctx, *patch.URL); err != nil {
+				return err
+			}
+		}
+	}
+	now := s.now().UTC().Truncate(time.Microsecond)
+	hook, err := s.cfg.Store.UpdateWebhook(ctx, p.Tenant.ID, p.Env, id, patch, now)
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, toWebhookJSON(hook, now))
 	return nil
 }
 
@@ -81,8 +181,9 @@ func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request, p *auth.Pr
 		return err
 	}
 	out := make([]webhookJSON, len(hooks))
+	now := s.now()
 	for i, h := range hooks {
-		out[i] = toWebhookJSON(h)
+		out[i] = toWebhookJSON(h, now)
 	}
 	writeData(w, http.StatusOK, out)
 	return nil
@@ -152,18 +253,45 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request, p *auth.
 	return nil
 }
 
+// getDelivery answers one delivery of a webhook with its attempts.
+func (s *Server) getDelivery(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	ctx := r.Context()
+	hookID, id := r.PathValue("id"), r.PathValue("delivery_id")
+	if _, err := s.cfg.Store.Webhook(ctx, p.Tenant.ID, p.Env, hookID); err != nil {
+		return err
+	}
+	d, err := s.cfg.Store.Delivery(ctx, p.Tenant.ID, p.Env, hookID, id)
+	if err == sb.ErrNotFound {
+		return errNoDelivery
+	}
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, toDeliveryJSON(d))
+	return nil
+}
+
 // retryDelivery sends a failed delivery again now, with a fresh cycle of
 // retries; any other is DELIVERY_NOT_FAILED (409).
 func (s *Server) retryDelivery(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	if err := noBody(w, r); err != nil {
+		return err
+	}
 	ctx := r.Context()
 	hookID, id := r.PathValue("id"), r.PathValue("delivery_id")
 	if _, err := s.cfg.Store.Webhook(ctx, p.Tenant.ID, p.Env, hookID); err != nil {
 		return err
 	}
 	d, err := s.cfg.Store.RetryDelivery(ctx, p.Tenant.ID, p.Env, hookID, id, s.now())
+	if err == sb.ErrNotFound {
+		return errNoDelivery
+	}
 	if err != nil {
 		return err
 	}
 	writeData(w, http.StatusAccepted, toDeliveryJSON(d))
 	return nil
 }
+
+// errNoDelivery is the NOT_FOUND of a delivery id the webhook does not have.
+var errNoDelivery = sb.Errorf(sb.CodeNotFound, "The webhook has no delivery with this id.")

@@ -273,7 +273,13 @@ func Run(ctx context.Context, c Config) error {
 	defer router.Close()
 	router.Handle(sb.PhoneSMPP, carriers)
 	router.Handle(sb.PhoneTwilio, carriers)
+	reg.MustRegister(newStoreCollector(db, routing, log))
+	observer := delivery.NewObserver(reg, log)
+	db.SetObserver(observer.Observe)
 	devices := android.New(android.Config{Store: db, Routing: routing, ValidFor: c.DeviceValidFor, PublicURL: c.PublicURL, Registry: reg})
+	if err := startupWarnings(ctx, log, db, c); err != nil {
+		return err
+	}
 
 	authn := auth.New(db, plans, nil)
 	if idp != nil {
@@ -297,6 +303,7 @@ func Run(ctx context.Context, c Config) error {
 		Dashboard:  dash,
 		Providers:  carriers,
 		URLChecker: urlChecker,
+		Log:        log,
 	})
 	if err != nil {
 		return err
@@ -319,13 +326,15 @@ func Run(ctx context.Context, c Config) error {
 	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { api.Background(bgCtx) })
+	dispatcher := webhook.New(db, webhook.Options{AllowPrivate: c.AllowPrivateWebhooks, Registry: reg, Log: log})
+	runner := campaign.New(db, router, plans, campaign.Options{Registry: reg, Log: log})
 	wg.Go(func() {
-		delivery.New(db, router, delivery.Options{Lease: c.DeliveryLease, OutcomeTimeout: c.DeliveryLease}).Run(bgCtx)
+		delivery.New(db, router, delivery.Options{Lease: c.DeliveryLease, OutcomeTimeout: c.DeliveryLease, Observer: observer, Log: log}).Run(bgCtx)
 	})
 	wg.Go(func() { devices.Run(bgCtx) })
 	wg.Go(func() { carriers.Run(bgCtx) })
-	wg.Go(func() { webhook.New(db, webhook.Options{AllowPrivate: c.AllowPrivateWebhooks}).Run(bgCtx) })
-	wg.Go(func() { campaign.New(db, router, plans, campaign.Options{}).Run(bgCtx) })
+	wg.Go(func() { dispatcher.Run(bgCtx) })
+	wg.Go(func() { runner.Run(bgCtx) })
 	wg.Go(func() {
 		db.Listen(bgCtx, func(inv sqlstore.Invalidation) {
 			switch {
@@ -369,6 +378,26 @@ func Run(ctx context.Context, c Config) error {
 		err = nil
 	}
 	return err
+}
+
+// startupWarnings logs, at warn level, what an operator should know about
+// how this node will behave: settings meant for development, and live
+// traffic that will not reach real phones.
+func startupWarnings(ctx context.Context, log *slog.Logger, db *sqlstore.DB, c Config) error {
+	if c.AllowPrivateWebhooks {
+		log.Warn("webhooks may reach loopback and private addresses (--allow-private-webhooks): " +
+			"a development setting; never use it on a server that takes webhook urls from people you do not trust")
+	}
+	phones, tenants, err := db.SimulatedPhones(ctx)
+	if err != nil {
+		return err
+	}
+	if phones > 0 {
+		log.Warn("live messages sent from simulated phones are delivered by the built-in simulator and reach no real phone: "+
+			"give those tenants android phones (POST /v1/phones) and delete the simulated ones to send for real",
+			"simulated_phones", phones, "tenants", tenants)
+	}
+	return nil
 }
 
 // pprofMux serves the runtime profiles, for --debug-addr only.

@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -316,9 +317,17 @@ func (db *DB) campaignOpen(ctx context.Context, q querier, c *sb.Campaign) (bool
 }
 
 // WithdrawCampaign fails up to limit messages of a canceled campaign that
-// were never handed to the provider or a device (queued, no attempt), with error_code
-// CAMPAIGN_CANCELED and their message.failed events, and marks the campaign
-// withdrawn once none is left. It returns how many it withdrew.
+// were never handed to the provider or a device (queued, no attempt), with
+// error_code CAMPAIGN_CANCELED and their message.failed events, and marks
+// the campaign withdrawn once none is left. It returns how many it withdrew.
+//
+// A withdrawn message gives back what it reserved of the daily limits, on
+// whatever day it was counted (a deferred message, on the day it was
+// deferred to): its count on its phone's counter of that day and, when its
+// creation made the recipient known and nothing else has used the recipient
+// since, the new contact of that day, the recipient becoming unknown again.
+// A recipient that something else has used (another message to it or from
+// it) stays known, and its count stays charged.
 func (db *DB) WithdrawCampaign(ctx context.Context, c *sb.Campaign, now time.Time, limit int) (int, error) {
 	lock := ""
 	if db.dialect == Postgres {
@@ -331,22 +340,46 @@ func (db *DB) WithdrawCampaign(ctx context.Context, c *sb.Campaign, now time.Tim
 		// claimed meanwhile (attempts counted) is left alone on PostgreSQL.
 		rows, err := tx.query(ctx, `UPDATE messages SET status = 'failed', failed_at = ?, failure_reason = ?, error_code = ?, run_at = NULL, device_due = NULL
 			WHERE id IN (SELECT id FROM messages WHERE tenant_id = ? AND campaign_id = ? AND status = 'queued' AND attempts = 0 LIMIT ?`+lock+`)
-			AND status = 'queued' AND attempts = 0 RETURNING `+messageCols,
+			AND status = 'queued' AND attempts = 0 RETURNING `+messageCols+`, counted_day, counted_phone`,
 			sb.Micros(now), sb.CanceledReason, sb.ErrorCodeCampaignCanceled, c.TenantID, c.ID, limit)
 		if err != nil {
 			return err
 		}
 		var failed []*sb.Message
+		release := map[string]int64{} // "counter\x00day" -> count given back
 		for rows.Next() {
-			m, err := scanMessage(rows)
+			var day, phone sql.NullString
+			m, err := scanMessageWith(rows, &day, &phone)
 			if err != nil {
 				rows.Close()
 				return err
+			}
+			m.CountedDay = day.String
+			if day.Valid && phone.Valid {
+				release[phoneCounter(phone.String)+"\x00"+day.String]++
 			}
 			failed = append(failed, m)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, m := range failed {
+			if m.CountedDay == "" {
+				continue
+			}
+			res, err := tx.exec(ctx, `DELETE FROM recipients WHERE tenant_id = ? AND environment = ? AND number = ? AND reserved_by = ?`,
+				m.TenantID, string(m.Env), m.To, m.ID)
+			if err != nil {
+				return err
+			}
+			if gone, err := res.RowsAffected(); err != nil {
+				return err
+			} else if gone > 0 {
+				release["new_contacts\x00"+m.CountedDay]++
+			}
+		}
+		if err := tx.release(ctx, c.TenantID, c.Env, release); err != nil {
 			return err
 		}
 		hooks := hookCache{}
@@ -362,6 +395,25 @@ func (db *DB) WithdrawCampaign(ctx context.Context, c *sb.Campaign, now time.Tim
 		return err
 	})
 	return n, err
+}
+
+// release takes counts back from daily counters ("counter\x00day" ->
+// count), in one order for every writer, never below zero. The phone cache
+// of this node forgets the tenant, whose phones' use went down.
+func (t *Tx) release(ctx context.Context, tenantID string, env sb.Environment, counts map[string]int64) error {
+	if len(counts) == 0 {
+		return nil
+	}
+	for _, key := range slices.Sorted(maps.Keys(counts)) {
+		counter, day, _ := strings.Cut(key, "\x00")
+		k := counts[key]
+		if _, err := t.exec(ctx, `UPDATE daily_counters SET n = CASE WHEN n > ? THEN n - ? ELSE 0 END
+			WHERE tenant_id = ? AND environment = ? AND counter = ? AND day = ?`, k, k, tenantID, string(env), counter, day); err != nil {
+			return err
+		}
+	}
+	t.afterCommit(func() { t.db.phoneCache.forget(tenantID) })
+	return nil
 }
 
 // byNumbers selects cols of the rows of table in the tenant's environment
@@ -510,7 +562,7 @@ func boolInt(b bool) int {
 // their CreatedAt, with multi-row statements: in the delivery queue, or the
 // device queue for those their phone's device takes (see insertMessage).
 func (t *Tx) insertMessages(ctx context.Context, ms []*sb.Message) error {
-	const cols = 22
+	const cols = 24
 	for len(ms) > 0 {
 		n := min(len(ms), insertRows)
 		args := make([]any, 0, n*cols)
@@ -528,8 +580,13 @@ func (t *Tx) insertMessages(ctx context.Context, ms []*sb.Message) error {
 			} else {
 				args = append(args, sb.Micros(runAt), nil)
 			}
+			if m.CountedDay != "" {
+				args = append(args, m.CountedDay, m.PhoneID)
+			} else {
+				args = append(args, nil, nil)
+			}
 		}
-		if _, err := t.exec(ctx, `INSERT INTO messages (`+messageCols+`, run_at, device_due) VALUES `+valueRows(n, cols), args...); err != nil {
+		if _, err := t.exec(ctx, `INSERT INTO messages (`+messageCols+`, run_at, device_due, counted_day, counted_phone) VALUES `+valueRows(n, cols), args...); err != nil {
 			return err
 		}
 		ms = ms[n:]
@@ -551,6 +608,10 @@ type placer struct {
 	rcp    map[string]recipient // by number
 	fresh  []string             // numbers that became known in this chunk, in order
 	sticky []string             // known numbers that got their first phone
+	// unreserve are known numbers that another campaign's message made
+	// known (reserved_by): a second message to them makes the number
+	// known for good, whatever becomes of the first.
+	unreserve []string
 	phones []*sb.Phone          // online phones
 
 	newContacts map[int]int64            // day -> first-time recipients
@@ -576,19 +637,19 @@ func (t *Tx) newPlacer(ctx context.Context, ch *sb.CampaignChunk) (*placer, erro
 	}
 	for len(numbers) > 0 {
 		n := min(len(numbers), insertRows)
-		rows, err := t.byNumbers(ctx, `number, opted_out, phone_id`, `recipients`, `number`, c.TenantID, c.Env, numbers[:n])
+		rows, err := t.byNumbers(ctx, `number, opted_out, phone_id, reserved_by`, `recipients`, `number`, c.TenantID, c.Env, numbers[:n])
 		if err != nil {
 			return nil, err
 		}
 		for rows.Next() {
 			var number string
 			var opted int
-			var phone sql.NullString
-			if err := rows.Scan(&number, &opted, &phone); err != nil {
+			var phone, reserved sql.NullString
+			if err := rows.Scan(&number, &opted, &phone, &reserved); err != nil {
 				rows.Close()
 				return nil, err
 			}
-			p.rcp[number] = recipient{known: true, optedOut: opted != 0, phoneID: phone.String}
+			p.rcp[number] = recipient{known: true, optedOut: opted != 0, phoneID: phone.String, reservedBy: reserved.String}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -662,18 +723,25 @@ func (p *placer) place(ctx context.Context, m *sb.Message) (day int, ok bool, er
 		}
 		chosen := p.tx.db.routing.Pick(usable, m.Channel, "", rcp.phoneID, "", p.now).Phone
 		m.From, m.PhoneID, m.PhoneKind = chosen.Number, chosen.ID, chosen.Kind
+		m.CountedDay = p.day(d)
 		use[chosen.ID]++
 		p.bumps[phoneCounter(chosen.ID)+"\x00"+p.day(d)]++
 		if newContact {
 			p.newContacts[d]++
 			p.bumps["new_contacts\x00"+p.day(d)]++
 			p.fresh = append(p.fresh, m.To)
-			p.rcp[m.To] = recipient{known: true, phoneID: m.PhoneID}
-		} else if rcp.phoneID == "" {
+			p.rcp[m.To] = recipient{known: true, phoneID: m.PhoneID, reservedBy: m.ID}
+			return d, true, nil
+		}
+		if rcp.reservedBy != "" {
+			p.unreserve = append(p.unreserve, m.To)
+			rcp.reservedBy = ""
+		}
+		if rcp.phoneID == "" {
 			p.sticky = append(p.sticky, m.To)
 			rcp.phoneID = m.PhoneID
-			p.rcp[m.To] = rcp
 		}
+		p.rcp[m.To] = rcp
 		return d, true, nil
 	}
 	return 0, false, nil
@@ -718,14 +786,15 @@ func (p *placer) write(ctx context.Context) error {
 	now := sb.Micros(p.now)
 	for fresh := p.fresh; len(fresh) > 0; {
 		n := min(len(fresh), insertRows)
-		args := make([]any, 0, n*7)
+		args := make([]any, 0, n*8)
 		for _, number := range fresh[:n] {
-			args = append(args, p.tenantID, string(p.env), number, 0, p.rcp[number].phoneID, now, now)
+			r := p.rcp[number]
+			args = append(args, p.tenantID, string(p.env), number, 0, r.phoneID, now, now, nullStr(r.reservedBy))
 		}
 		// A direct send may have made one of them known meanwhile (several
 		// writers on PostgreSQL): its row stays, the count stays charged.
-		if _, err := p.tx.exec(ctx, `INSERT INTO recipients (tenant_id, environment, number, opted_out, phone_id, first_seen_at, updated_at)
-			VALUES `+valueRows(n, 7)+` ON CONFLICT (tenant_id, environment, number) DO NOTHING`, args...); err != nil {
+		if _, err := p.tx.exec(ctx, `INSERT INTO recipients (tenant_id, environment, number, opted_out, phone_id, first_seen_at, updated_at, reserved_by)
+			VALUES `+valueRows(n, 8)+` ON CONFLICT (tenant_id, environment, number) DO NOTHING`, args...); err != nil {
 			return err
 		}
 		fresh = fresh[n:]
@@ -734,6 +803,18 @@ func (p *placer) write(ctx context.Context) error {
 		if _, err := p.tx.exec(ctx, `UPDATE recipients SET phone_id = ? WHERE tenant_id = ? AND environment = ? AND number = ?`,
 			p.rcp[number].phoneID, p.tenantID, string(p.env), number); err != nil {
 			return err
+		}
+	}
+	for _, number := range p.unreserve {
+		res, err := p.tx.exec(ctx, `UPDATE recipients SET reserved_by = NULL WHERE tenant_id = ? AND environment = ? AND number = ?`,
+			p.tenantID, string(p.env), number)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			// A withdrawal forgot the recipient after this chunk read it
+			// (PostgreSQL): prepare the chunk again.
+			return cmp.Or(err, errLostRace)
 		}
 	}
 	keys := slices.Sorted(maps.Keys(p.bumps)) // one order for every writer: no deadlock between chunks

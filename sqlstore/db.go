@@ -82,6 +82,10 @@ type DB struct {
 	node      string
 	phoneWork atomic.Pointer[func(phoneID string)]
 
+	// observer, when set, learns of every message event this process
+	// commits (see SetObserver).
+	observer atomic.Pointer[func(m *sb.Message, event string)]
+
 	messagesDue chan struct{}            // wakes this node's delivery workers
 	handover    atomic.Pointer[handover] // accepted sends on their way to this node's worker
 	webhooksDue chan struct{}            // wakes this node's webhook workers
@@ -103,6 +107,15 @@ func wake(c chan struct{}) {
 
 func (db *DB) wakeMessages() { wake(db.messagesDue) }
 func (db *DB) wakeWebhooks() { wake(db.webhooksDue) }
+
+// SetObserver makes fn learn of every message event (message.delivered,
+// message.failed, message.received) this process commits, once the
+// transaction that records it has committed, whether or not a webhook
+// subscribes to it. fn runs on the writer: it must be quick (count, log).
+// The message carries what the event reports (for a delivery: its tenant,
+// environment, numbers, channel, created_at, scheduled_at and
+// delivered_at).
+func (db *DB) SetObserver(fn func(m *sb.Message, event string)) { db.observer.Store(&fn) }
 
 // SetRouting sets the rules that decide which phones can take a message.
 // Call it before the store is used.

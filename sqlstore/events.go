@@ -21,6 +21,9 @@ type hookSub struct {
 // environment subscribed to it, in the caller's transaction: the event is
 // durable exactly when the state change it reports is.
 func (t *Tx) emit(ctx context.Context, hooks hookCache, m *sb.Message, event string) error {
+	if obs := t.db.observer.Load(); obs != nil {
+		t.afterCommit(func() { (*obs)(m, event) })
+	}
 	key := m.TenantID + "/" + string(m.Env)
 	subs, ok := hooks[key]
 	if !ok {

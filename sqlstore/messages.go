@@ -99,21 +99,39 @@ type recipient struct {
 	known    bool
 	optedOut bool
 	phoneID  string
+	// reservedBy is the campaign message that made the recipient known,
+	// until anything else uses it (see WithdrawCampaign).
+	reservedBy string
 }
 
 func (t *Tx) recipient(ctx context.Context, tenantID string, env sb.Environment, number string) (recipient, error) {
 	var r recipient
 	var opted int
-	var phone sql.NullString
-	err := t.queryRow(ctx, `SELECT opted_out, phone_id FROM recipients WHERE tenant_id = ? AND environment = ? AND number = ?`,
-		tenantID, string(env), number).Scan(&opted, &phone)
+	var phone, reserved sql.NullString
+	err := t.queryRow(ctx, `SELECT opted_out, phone_id, reserved_by FROM recipients WHERE tenant_id = ? AND environment = ? AND number = ?`,
+		tenantID, string(env), number).Scan(&opted, &phone, &reserved)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, nil
 	}
 	if err != nil {
 		return r, err
 	}
-	return recipient{known: true, optedOut: opted != 0, phoneID: phone.String}, nil
+	return recipient{known: true, optedOut: opted != 0, phoneID: phone.String, reservedBy: reserved.String}, nil
+}
+
+// updateRecipient runs an UPDATE of a recipient that the transaction read as
+// known; when no row changes, a withdrawal forgot the recipient meanwhile
+// (PostgreSQL), and the work runs again (errLostRace) to see it unknown.
+func (t *Tx) updateRecipient(ctx context.Context, query string, args ...any) error {
+	res, err := t.exec(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err == nil && n == 0 {
+		err = errLostRace
+	}
+	return err
 }
 
 // Recipient reports whether the tenant knows number (has sent to it or
@@ -431,7 +449,7 @@ func (db *DB) acceptFn(ctx context.Context, s *sb.Send, h *handover) func(*Tx) e
 				return err
 			}
 			if rec != nil {
-				if rec.RequestHash != s.Idempotency.RequestHash {
+				if !rec.SameRequest(s.Idempotency) {
 					return errIdempotencyConflict
 				}
 				return &ErrReplay{Record: rec}
@@ -483,9 +501,11 @@ func (db *DB) acceptFn(ctx context.Context, s *sb.Send, h *handover) func(*Tx) e
 				VALUES (?, ?, ?, 0, ?, ?, ?)`, m.TenantID, string(m.Env), m.To, m.PhoneID, sb.Micros(now), sb.Micros(now)); err != nil {
 				return err
 			}
-		} else if rcp.phoneID == "" {
-			if _, err := tx.exec(ctx, `UPDATE recipients SET phone_id = ? WHERE tenant_id = ? AND environment = ? AND number = ?`,
-				m.PhoneID, m.TenantID, string(m.Env), m.To); err != nil {
+		} else if rcp.phoneID == "" || rcp.reservedBy != "" {
+			// A recipient a campaign message made known is known for good
+			// once this message goes to it too.
+			if err := tx.updateRecipient(ctx, `UPDATE recipients SET phone_id = COALESCE(phone_id, ?), reserved_by = NULL
+				WHERE tenant_id = ? AND environment = ? AND number = ?`, m.PhoneID, m.TenantID, string(m.Env), m.To); err != nil {
 				return err
 			}
 		}
@@ -587,19 +607,37 @@ func (db *DB) Messages(ctx context.Context, tenantID string, env sb.Environment,
 		where.WriteString(` AND to_number = ?`)
 		args = append(args, f.To)
 	}
+	if f.From != "" {
+		where.WriteString(` AND from_number = ?`)
+		args = append(args, f.From)
+	}
 	if f.Number != "" {
 		where.WriteString(` AND (to_number = ? OR from_number = ?)`)
 		args = append(args, f.Number, f.Number)
 	}
+	if f.CampaignID != "" {
+		where.WriteString(` AND campaign_id = ?`)
+		args = append(args, f.CampaignID)
+	}
+	// Ids grow with creation time, and a message's id is made at or just
+	// after its created_at: the bounds on id keep the scan of the tenant's
+	// index to the range (the upper one an hour wider), those on
+	// created_at make it exact.
 	if !f.Since.IsZero() {
-		// Ids grow with time: the bound on id keeps the scan of the
-		// index short, the one on created_at exact.
 		where.WriteString(` AND id >= ? AND created_at >= ?`)
 		args = append(args, sb.IDFloor(f.Since), sb.Micros(f.Since))
 	}
 	if !f.Until.IsZero() {
-		where.WriteString(` AND created_at < ?`)
-		args = append(args, sb.Micros(f.Until))
+		where.WriteString(` AND created_at < ? AND id < ?`)
+		args = append(args, sb.Micros(f.Until), sb.IDFloor(f.Until.Add(time.Hour)))
+	}
+	if f.CreatedAfter != nil {
+		where.WriteString(` AND created_at > ? AND id >= ?`)
+		args = append(args, sb.Micros(*f.CreatedAfter), sb.IDFloor(*f.CreatedAfter))
+	}
+	if f.CreatedBefore != nil {
+		where.WriteString(` AND created_at < ? AND id < ?`)
+		args = append(args, sb.Micros(*f.CreatedBefore), sb.IDFloor(f.CreatedBefore.Add(time.Hour)))
 	}
 	if p.After != "" {
 		where.WriteString(` AND id < ?`)
@@ -663,7 +701,7 @@ func (tx *Tx) inbound(ctx context.Context, m *sb.Message, hooks hookCache) error
 		_, err = tx.exec(ctx, `INSERT INTO recipients (tenant_id, environment, number, opted_out, phone_id, first_seen_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?)`, m.TenantID, string(m.Env), m.From, optedInt, nullStr(m.PhoneID), sb.Micros(now), sb.Micros(now))
 	} else {
-		_, err = tx.exec(ctx, `UPDATE recipients SET opted_out = ?, phone_id = COALESCE(phone_id, ?), updated_at = ?
+		err = tx.updateRecipient(ctx, `UPDATE recipients SET opted_out = ?, phone_id = COALESCE(phone_id, ?), updated_at = ?, reserved_by = NULL
 			WHERE tenant_id = ? AND environment = ? AND number = ?`, optedInt, nullStr(m.PhoneID), sb.Micros(now), m.TenantID, string(m.Env), m.From)
 	}
 	if err != nil {

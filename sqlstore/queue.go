@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"time"
 
@@ -189,19 +190,22 @@ func (t *Tx) finish(ctx context.Context, outs []sb.Outcome) error {
 	args := append([]any{sb.Micros(at), sb.Micros(sentAt)}, delivered...)
 	rows, err := t.query(ctx, `UPDATE messages SET status = 'delivered', delivered_at = ?, sent_at = COALESCE(sent_at, ?), run_at = NULL, device_due = NULL
 		WHERE id IN (`+placeholders(len(delivered))+`) AND status IN ('queued', 'sent')
-		RETURNING id, tenant_id, environment, from_number, to_number, channel`, args...)
+		RETURNING id, tenant_id, environment, from_number, to_number, channel, created_at, scheduled_at`, args...)
 	if err != nil {
 		return err
 	}
 	var done []*sb.Message
+	deliveredAt := at
 	for rows.Next() {
-		m := &sb.Message{Status: sb.StatusDelivered}
+		m := &sb.Message{Status: sb.StatusDelivered, DeliveredAt: &deliveredAt}
 		var env string
-		if err := rows.Scan(&m.ID, &m.TenantID, &env, &m.From, &m.To, &m.Channel); err != nil {
+		var created int64
+		var sched sql.NullInt64
+		if err := rows.Scan(&m.ID, &m.TenantID, &env, &m.From, &m.To, &m.Channel, &created, &sched); err != nil {
 			rows.Close()
 			return err
 		}
-		m.Env = sb.Environment(env)
+		m.Env, m.CreatedAt, m.ScheduledAt = sb.Environment(env), sb.FromMicros(created), optTime(sched)
 		done = append(done, m)
 	}
 	rows.Close()

@@ -1,6 +1,12 @@
 package sqlstore
 
-import "context"
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	sb "github.com/switchboard/switchboard"
+)
 
 // Counts for benchmarks and operators: how much work is outstanding.
 
@@ -80,4 +86,75 @@ func (db *DB) PendingDeliveries(ctx context.Context) (int64, error) {
 // fsync) serves.
 func BatchStats() (batches, writes int64) {
 	return batchStats.n.Load(), batchStats.reqs.Load()
+}
+
+// Gauges is the outstanding work of every tenant, as /metrics shows it at
+// each scrape. Every count reads an index or a small table.
+type Gauges struct {
+	// Queue is the messages not final yet, by lane: "direct" and
+	// "campaign" wait in the delivery queue (due now, scheduled, or handed
+	// over and waiting for their outcome), "device" for a device to take
+	// them.
+	Queue map[string]int64
+	// PendingDeliveries is the webhook deliveries not final yet.
+	PendingDeliveries int64
+	// CampaignsRunning is the running campaigns, and RecipientsPending the
+	// recipients they have not reached yet (their total less their
+	// progress).
+	CampaignsRunning, RecipientsPending int64
+	// Phones counts the phones by kind and status (online or offline, as
+	// routing sees them at now).
+	Phones map[[2]string]int64
+}
+
+// Gauges counts the outstanding work of every tenant (see Gauges).
+func (db *DB) Gauges(ctx context.Context, routing sb.Routing, now time.Time) (Gauges, error) {
+	g := Gauges{Queue: map[string]int64{}, Phones: map[[2]string]int64{}}
+	for lane, where := range map[string]string{
+		"direct":   `run_at IS NOT NULL AND campaign_id IS NULL`,
+		"campaign": `run_at IS NOT NULL AND campaign_id IS NOT NULL`,
+		"device":   `device_due IS NOT NULL`,
+	} {
+		var n int64
+		if err := db.queryRow(ctx, `SELECT COUNT(*) FROM messages WHERE `+where).Scan(&n); err != nil {
+			return g, err
+		}
+		g.Queue[lane] = n
+	}
+	var err error
+	if g.PendingDeliveries, err = db.PendingDeliveries(ctx); err != nil {
+		return g, err
+	}
+	var pending sql.NullInt64
+	if err := db.queryRow(ctx, `SELECT COUNT(*), SUM(total - progress) FROM campaigns WHERE status = 'running'`).Scan(&g.CampaignsRunning, &pending); err != nil {
+		return g, err
+	}
+	g.RecipientsPending = max(pending.Int64, 0)
+	rows, err := db.query(ctx, `SELECT kind, status, device_id, last_seen_at FROM phones`)
+	if err != nil {
+		return g, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var p sb.Phone
+		var device sql.NullString
+		var seen sql.NullInt64
+		if err := rows.Scan(&p.Kind, &p.Status, &device, &seen); err != nil {
+			return g, err
+		}
+		if device.Valid {
+			p.Device = &sb.Device{ID: device.String}
+		}
+		p.LastSeenAt = optTime(seen)
+		g.Phones[[2]string{p.Kind, routing.Status(&p, now)}]++
+	}
+	return g, rows.Err()
+}
+
+// SimulatedPhones counts the simulated phones and the tenants that have
+// them: live messages sent from those phones are delivered by the built-in
+// simulator, and reach no real phone.
+func (db *DB) SimulatedPhones(ctx context.Context) (phones, tenants int64, err error) {
+	err = db.queryRow(ctx, `SELECT COUNT(*), COUNT(DISTINCT tenant_id) FROM phones WHERE kind = ?`, sb.PhoneSimulated).Scan(&phones, &tenants)
+	return phones, tenants, err
 }

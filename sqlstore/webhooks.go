@@ -10,20 +10,22 @@ import (
 	sb "github.com/switchboard/switchboard"
 )
 
-const webhookCols = `id, tenant_id, environment, url, events, secret, created_at, deleted_at`
+const webhookCols = `id, tenant_id, environment, url, events, secret, created_at, deleted_at, previous_secret, previous_secret_expires_at`
 
 func scanWebhook(row interface{ Scan(...any) error }) (*sb.Webhook, error) {
 	var w sb.Webhook
 	var env, events string
 	var created int64
-	var deleted sql.NullInt64
-	if err := row.Scan(&w.ID, &w.TenantID, &env, &w.URL, &events, &w.Secret, &created, &deleted); err != nil {
+	var deleted, prevExpires sql.NullInt64
+	var prev sql.NullString
+	if err := row.Scan(&w.ID, &w.TenantID, &env, &w.URL, &events, &w.Secret, &created, &deleted, &prev, &prevExpires); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, sb.ErrNotFound
 		}
 		return nil, err
 	}
 	w.Env, w.Events, w.CreatedAt, w.Deleted = sb.Environment(env), strings.Split(events, ","), sb.FromMicros(created), deleted.Valid
+	w.PreviousSecret, w.PreviousSecretExpiresAt = prev.String, optTime(prevExpires)
 	return &w, nil
 }
 
@@ -44,7 +46,7 @@ func (db *DB) CreateWebhook(ctx context.Context, w *sb.Webhook) error {
 		if n >= sb.MaxWebhooksPerEnv {
 			return sb.Invalid("url", "At most %d webhooks per environment; delete one first.", sb.MaxWebhooksPerEnv)
 		}
-		_, err := tx.exec(ctx, `INSERT INTO webhooks (`+webhookCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)`,
+		_, err := tx.exec(ctx, `INSERT INTO webhooks (`+webhookCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL)`,
 			w.ID, w.TenantID, string(w.Env), w.URL, strings.Join(w.Events, ","), w.Secret, sb.Micros(w.CreatedAt))
 		return err
 	})
@@ -73,6 +75,44 @@ func (db *DB) Webhooks(ctx context.Context, tenantID string, env sb.Environment)
 func (db *DB) Webhook(ctx context.Context, tenantID string, env sb.Environment, id string) (*sb.Webhook, error) {
 	return scanWebhook(db.queryRow(ctx, `SELECT `+webhookCols+` FROM webhooks WHERE tenant_id = ? AND environment = ? AND id = ? AND deleted_at IS NULL`,
 		tenantID, string(env), id))
+}
+
+// UpdateWebhook changes a live webhook of the environment and returns it.
+// A new secret (one that differs from the current) makes the current one
+// the previous secret, which goes on signing until now + sb.SecretOverlap;
+// the secret before it stops signing at once. Deliveries not yet made go
+// to the new url, with the new events' filter applying to events to come.
+func (db *DB) UpdateWebhook(ctx context.Context, tenantID string, env sb.Environment, id string, patch sb.WebhookPatch, now time.Time) (*sb.Webhook, error) {
+	var w *sb.Webhook
+	err := db.inTx(ctx, func(tx *Tx) error {
+		lock := ""
+		if db.dialect == Postgres {
+			lock = " FOR UPDATE"
+		}
+		var err error
+		w, err = scanWebhook(tx.queryRow(ctx, `SELECT `+webhookCols+` FROM webhooks WHERE tenant_id = ? AND environment = ? AND id = ? AND deleted_at IS NULL`+lock,
+			tenantID, string(env), id))
+		if err != nil {
+			return err
+		}
+		if patch.URL != nil {
+			w.URL = *patch.URL
+		}
+		if patch.Events != nil {
+			w.Events = patch.Events
+		}
+		if patch.Secret != nil && *patch.Secret != w.Secret {
+			expires := now.Add(sb.SecretOverlap).Truncate(time.Microsecond)
+			w.PreviousSecret, w.PreviousSecretExpiresAt, w.Secret = w.Secret, &expires, *patch.Secret
+		}
+		_, err = tx.exec(ctx, `UPDATE webhooks SET url = ?, events = ?, secret = ?, previous_secret = ?, previous_secret_expires_at = ? WHERE id = ?`,
+			w.URL, strings.Join(w.Events, ","), w.Secret, nullStr(w.PreviousSecret), microsOrNil(w.PreviousSecretExpiresAt), w.ID)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
 }
 
 // DeleteWebhook deletes a webhook; its pending deliveries are failed.
@@ -430,6 +470,20 @@ func (db *DB) attachAttempts(ctx context.Context, byID map[string]*sb.Delivery) 
 		d.Log = append(d.Log, sb.Attempt{At: sb.FromMicros(at), StatusCode: int(code.Int64), Error: msg.String, Duration: time.Duration(ms) * time.Millisecond})
 	}
 	return rows.Err()
+}
+
+// Delivery returns one delivery of a webhook of the environment, with its
+// attempts.
+func (db *DB) Delivery(ctx context.Context, tenantID string, env sb.Environment, webhookID, id string) (*sb.Delivery, error) {
+	d, err := scanDelivery(db.queryRow(ctx, `SELECT `+deliveryCols+` FROM webhook_deliveries
+		WHERE tenant_id = ? AND environment = ? AND webhook_id = ? AND id = ?`, tenantID, string(env), webhookID, id))
+	if err != nil {
+		return nil, err
+	}
+	if err := db.attachAttempts(ctx, map[string]*sb.Delivery{d.ID: d}); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // RetryDelivery starts a new cycle of tries for a failed delivery, due now,

@@ -105,6 +105,21 @@ func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("tmpl: %s at byte %d: %s", e.Kind, e.Offset, e.Detail)
 }
 
+// Describe says what is wrong and where, for the author of body (the text
+// e is about): without the package's prefix, and with the position in
+// characters from 1 rather than a byte offset.
+func (e *SyntaxError) Describe(body string) string {
+	msg := e.Kind.String()
+	if e.Kind != EmptyBody {
+		off := min(max(e.Offset, 0), len(body))
+		msg += fmt.Sprintf(" at character %d", utf8.RuneCountInString(body[:off])+1)
+	}
+	if e.Detail != "" {
+		msg += " (" + e.Detail + ")"
+	}
+	return msg
+}
+
 // MissingVarError is returned by Render for the first variable, in template
 // order, that has no value in the data.
 type MissingVarError struct {

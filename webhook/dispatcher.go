@@ -17,8 +17,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/webhook/sign"
@@ -52,6 +56,11 @@ type Options struct {
 	AllowPrivate bool
 	// Resolver resolves webhook hosts; nil means the system resolver.
 	Resolver ssrf.Resolver
+	// Registry, when set, gets the dispatcher's metrics.
+	Registry prometheus.Registerer
+	// Log is the dispatcher's logger (default slog.Default()): every
+	// failed attempt at info level.
+	Log *slog.Logger
 }
 
 // DefaultPerEndpoint is the default of Options.PerEndpoint.
@@ -70,6 +79,9 @@ func (o *Options) defaults() {
 	if o.Poll == 0 {
 		o.Poll = 250 * time.Millisecond
 	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
 }
 
 // Dispatcher delivers webhooks for one node.
@@ -82,20 +94,62 @@ type Dispatcher struct {
 	inflight map[string]int // webhook id -> requests in flight
 	freed    chan struct{}
 	results  chan sb.AttemptResult
+
+	attempts *prometheus.CounterVec
+	latency  prometheus.Histogram
+}
+
+// attemptResults are the values of the result label of
+// switchboard_webhook_attempts_total.
+var attemptResults = []string{"succeeded", "http_error", "redirect", "timeout", "connection_error", "refused"}
+
+// resultLabel classifies an attempt for the metrics.
+func resultLabel(r sb.AttemptResult) string {
+	a := r.Attempt
+	switch {
+	case r.OK:
+		return "succeeded"
+	case a.StatusCode >= 300 && a.StatusCode < 400:
+		return "redirect"
+	case a.StatusCode != 0:
+		return "http_error"
+	case strings.HasPrefix(a.Error, "timeout"):
+		return "timeout"
+	case strings.HasPrefix(a.Error, "refused"):
+		return "refused"
+	}
+	return "connection_error"
 }
 
 // New returns a Dispatcher.
 func New(store Store, opt Options) *Dispatcher {
 	opt.defaults()
 	guard := &ssrf.Guard{AllowPrivate: opt.AllowPrivate, Resolver: opt.Resolver}
-	return &Dispatcher{
+	d := &Dispatcher{
 		store:    store,
 		opt:      opt,
 		client:   ssrf.NewClient(guard, opt.Timeout),
 		inflight: map[string]int{},
 		freed:    make(chan struct{}, 1),
 		results:  make(chan sb.AttemptResult, 4096),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_webhook_attempts_total",
+			Help: "Webhook delivery attempts made by this node, by result: succeeded (2xx), http_error (another status), " +
+				"redirect (3xx, never followed), timeout, connection_error, refused (an address the SSRF checks refuse).",
+		}, []string{"result"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "switchboard_webhook_attempt_duration_seconds",
+			Help:    "Duration of webhook delivery attempts made by this node, from the request to the endpoint's answer (or the failure).",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}),
 	}
+	for _, r := range attemptResults {
+		d.attempts.WithLabelValues(r)
+	}
+	if opt.Registry != nil {
+		opt.Registry.MustRegister(d.attempts, d.latency)
+	}
+	return d
 }
 
 // Run delivers until ctx ends. Attempts in flight finish and are recorded
@@ -136,7 +190,7 @@ func (d *Dispatcher) claimLoop(ctx context.Context, attempts *sync.WaitGroup) {
 	for ctx.Err() == nil {
 		ds, err := d.store.ClaimDeliveries(ctx, time.Now(), d.opt.Lease, 256, d.full(), d.room)
 		if err != nil && ctx.Err() == nil {
-			slog.Error("claiming webhook deliveries", "err", err)
+			d.opt.Log.Error("claiming webhook deliveries", "err", err)
 		}
 		if len(ds) > 0 {
 			d.start(ctx, ds, attempts)
@@ -181,7 +235,7 @@ func (d *Dispatcher) start(ctx context.Context, ds []*sb.Delivery, attempts *syn
 	}
 	hooks, err := d.store.WebhooksByID(ctx, ids)
 	if err != nil {
-		slog.Error("loading webhooks", "err", err)
+		d.opt.Log.Error("loading webhooks", "err", err)
 		return // the leases run out and the deliveries are claimed again
 	}
 	for _, dl := range ds {
@@ -197,6 +251,7 @@ func (d *Dispatcher) start(ctx context.Context, ds []*sb.Delivery, attempts *syn
 				res = sb.AttemptResult{DeliveryID: dl.ID, Attempt: sb.Attempt{At: time.Now().UTC(), Error: "webhook deleted"}}
 			} else {
 				res = d.attempt(context.WithoutCancel(ctx), hook, dl)
+				d.observe(hook, dl, res)
 			}
 			d.results <- res
 			d.mu.Lock()
@@ -223,7 +278,7 @@ func (d *Dispatcher) attempt(ctx context.Context, hook *sb.Webhook, dl *sb.Deliv
 		res.Attempt.Error = "invalid url"
 		return res
 	}
-	sign.Headers(req.Header, []byte(hook.Secret), dl.ID, dl.Event, start, dl.Payload)
+	sign.HeadersRotating(req.Header, hook.SigningSecrets(start), dl.ID, dl.Event, start, dl.Payload)
 	resp, err := d.client.Do(req)
 	res.Attempt.Duration = time.Since(start)
 	if err != nil {
@@ -242,6 +297,30 @@ func (d *Dispatcher) attempt(ctx context.Context, hook *sb.Webhook, dl *sb.Deliv
 		res.Attempt.Error = fmt.Sprintf("endpoint answered %d", resp.StatusCode)
 	}
 	return res
+}
+
+// observe counts an attempt and logs it when it failed: the webhook, the
+// delivery, the attempt's number and why, and whether it will be retried;
+// never the url's path or query (which may hold a token) nor the secret.
+func (d *Dispatcher) observe(hook *sb.Webhook, dl *sb.Delivery, res sb.AttemptResult) {
+	d.attempts.WithLabelValues(resultLabel(res)).Inc()
+	d.latency.Observe(res.Attempt.Duration.Seconds())
+	if res.OK {
+		return
+	}
+	host := ""
+	if u, err := url.Parse(hook.URL); err == nil {
+		host = u.Hostname()
+	}
+	attrs := []any{"tenant_id", hook.TenantID, "environment", string(hook.Env), "webhook_id", hook.ID, "host", host,
+		"delivery_id", dl.ID, "event", dl.Event, "attempt", dl.Attempts + 1, "status_code", res.Attempt.StatusCode,
+		"error", res.Attempt.Error, "duration_ms", res.Attempt.Duration.Milliseconds()}
+	if try := dl.Tries + 1; try < sb.WebhookTries {
+		attrs = append(attrs, "retry_in", sb.RetryDelays[try-1].String())
+	} else {
+		attrs = append(attrs, "retry_in", "none: the delivery is failed")
+	}
+	d.opt.Log.Info("webhook attempt failed", attrs...)
 }
 
 // describe turns a client error into a short reason that names no internals.
@@ -288,7 +367,7 @@ func (d *Dispatcher) record() {
 			if err == nil {
 				break
 			}
-			slog.Error("recording webhook attempts; retrying", "err", err)
+			d.opt.Log.Error("recording webhook attempts; retrying", "err", err)
 			time.Sleep(100 * time.Millisecond)
 		}
 		// A retry may now be due sooner than the claimer's timer.

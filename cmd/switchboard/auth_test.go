@@ -46,7 +46,6 @@ func testAuthInvalidKeys(t *testing.T, s *server, db string) {
 		"bare key, no scheme":      tn.Live,
 		"Bearer alone":             "Bearer",
 		"Bearer and a space":       "Bearer ",
-		"two spaces":               "Bearer  " + tn.Live,
 		"trailing junk":            "Bearer " + tn.Live + " x",
 		"wrong prefix":             "Bearer svc_prod_" + secret,
 		"no prefix":                "Bearer " + secret,
@@ -87,6 +86,13 @@ func testAuthInvalidKeys(t *testing.T, s *server, db string) {
 	// The real keys work, with and without a known tenant cache.
 	apiListKeys(t, s, tn.Live)
 	apiListKeys(t, s, tn.Test)
+	// The scheme is case-insensitive and may be followed by several spaces
+	// (RFC 9110 section 11.4: auth-scheme 1*SP credentials).
+	for _, h := range []string{"bearer " + tn.Live, "BEARER " + tn.Live, "BeArEr " + tn.Test, "Bearer  " + tn.Live} {
+		if r := s.do(t, "GET", "/v1/api-keys", "", nil, "Authorization", h); r.Status != http.StatusOK {
+			t.Errorf("Authorization %q: %d %s, want 200", h, r.Status, r.Raw)
+		}
+	}
 }
 
 func testAuthKeyDeactivated(t *testing.T, s *server, db string) {

@@ -298,8 +298,11 @@ func TestWebhookRegistration(t *testing.T) {
 		}
 		d := r.Data()
 		keys := slices.Sorted(maps.Keys(d))
-		if !slices.Equal(keys, []string{"created_at", "environment", "events", "id", "url"}) {
-			t.Errorf("record fields %v, want id, url, events, environment, created_at", keys)
+		if !slices.Equal(keys, []string{"created_at", "environment", "events", "id", "previous_secret_expires_at", "url"}) {
+			t.Errorf("record fields %v, want id, url, events, environment, previous_secret_expires_at, created_at", keys)
+		}
+		if d["previous_secret_expires_at"] != nil {
+			t.Errorf("a new webhook has a previous secret: %s", r.Raw)
 		}
 		if d["url"] != url || d["environment"] != "live" || fmt.Sprint(d["events"]) != "[message.failed message.delivered]" || d["id"] == "" {
 			t.Errorf("record %s", r.Raw)
@@ -307,7 +310,7 @@ func TestWebhookRegistration(t *testing.T) {
 		if created, err := time.Parse(time.RFC3339Nano, d["created_at"].(string)); err != nil || time.Since(created) > time.Minute || !strings.HasSuffix(d["created_at"].(string), "Z") {
 			t.Errorf("created_at %v: %v", d["created_at"], err)
 		}
-		if bytes.Contains(r.Raw, []byte(hookSecret)) || bytes.Contains(r.Raw, []byte("secret")) {
+		if bytes.Contains(r.Raw, []byte(hookSecret)) || bytes.Contains(r.Raw, []byte(`"secret"`)) {
 			t.Errorf("registration answer shows the secret: %s", r.Raw)
 		}
 		first := d["id"].(string)
@@ -383,7 +386,7 @@ func TestWebhookRegistration(t *testing.T) {
 			}
 		}
 		for _, raw := range [][]byte{live.Raw, test.Raw} {
-			if bytes.Contains(raw, []byte(hookSecret)) || bytes.Contains(raw, []byte("secret")) {
+			if bytes.Contains(raw, []byte(hookSecret)) || bytes.Contains(raw, []byte(`"secret"`)) {
 				t.Errorf("list shows secrets: %s", raw)
 			}
 		}

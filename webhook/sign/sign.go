@@ -15,6 +15,14 @@
 // Headers sets all of them on an outgoing request. Verify and
 // VerifyStandard are what a receiver would use; Switchboard uses them in its
 // own tests.
+//
+// While a webhook's secret is being rotated, a delivery is signed with the
+// new secret and the previous one (HeadersRotating): X-Service-Signature
+// then lists two values separated by ", " ("sha256=<new>, sha256=<old>"),
+// and webhook-signature two space-separated "v1," entries, as Standard
+// Webhooks (and Stripe's v1 signatures) allow. A receiver accepts a
+// delivery when any value matches its secret, so it can move to the new
+// secret at any moment of the overlap.
 package sign
 
 import (
@@ -98,19 +106,35 @@ func StandardSecret(secret []byte) string {
 	return StandardSecretPrefix + base64.StdEncoding.EncodeToString(secret)
 }
 
+// Signatures returns the X-Service-Signature value for body signed with
+// each of secrets, in order: one "sha256=<hex>" value, or several
+// separated by ", " while a secret is rotated.
+func Signatures(secrets [][]byte, body []byte) string {
+	vals := make([]string, len(secrets))
+	for i, s := range secrets {
+		vals[i] = Signature(s, body)
+	}
+	return strings.Join(vals, ", ")
+}
+
 // Verify reports whether header is a valid X-Service-Signature for body
-// under secret. The header must have the form "sha256=<hex>"; the hex digits
-// may be in either case. The MAC comparison is constant-time.
+// under secret: one value of the form "sha256=<hex>", or several separated
+// by commas (while the sender rotates its secret), of which one must match.
+// The hex digits may be in either case. MAC comparisons are constant-time.
 func Verify(secret, body []byte, header string) bool {
-	hexSum, ok := strings.CutPrefix(strings.TrimSpace(header), "sha256=")
-	if !ok {
-		return false
+	want := mac(secret, body)
+	ok := false
+	for _, v := range strings.Split(header, ",") {
+		hexSum, found := strings.CutPrefix(strings.TrimSpace(v), "sha256=")
+		if !found {
+			continue
+		}
+		got, err := hex.DecodeString(hexSum)
+		if err == nil && hmac.Equal(got, want) {
+			ok = true
+		}
 	}
-	got, err := hex.DecodeString(hexSum)
-	if err != nil {
-		return false
-	}
-	return hmac.Equal(got, mac(secret, body))
+	return ok
 }
 
 // VerifyStandard checks a Standard Webhooks signature as a receiver would.
@@ -174,13 +198,25 @@ func VerifyStandard(secret []byte, id, ts string, body []byte, header string, no
 // headers are replaced. Header names are stored in canonical form, which
 // HTTP treats as equivalent to the lowercase spelling.
 func Headers(h http.Header, secret []byte, deliveryID, event string, ts time.Time, body []byte) {
+	HeadersRotating(h, [][]byte{secret}, deliveryID, event, ts, body)
+}
+
+// HeadersRotating is Headers for a delivery signed with several secrets
+// (the new one first, while a rotation overlaps): X-Service-Signature lists
+// a value per secret separated by ", ", and webhook-signature a "v1," entry
+// per secret separated by spaces.
+func HeadersRotating(h http.Header, secrets [][]byte, deliveryID, event string, ts time.Time, body []byte) {
 	unix := ts.Unix()
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", UserAgent)
-	h.Set(HeaderSignature, Signature(secret, body))
+	h.Set(HeaderSignature, Signatures(secrets, body))
 	h.Set(HeaderEvent, event)
 	h.Set(HeaderDelivery, deliveryID)
 	h.Set(HeaderStandardID, deliveryID)
 	h.Set(HeaderStandardTimestamp, strconv.FormatInt(unix, 10))
-	h.Set(HeaderStandardSignature, StandardSignature(secret, deliveryID, unix, body))
+	std := make([]string, len(secrets))
+	for i, s := range secrets {
+		std[i] = StandardSignature(s, deliveryID, unix, body)
+	}
+	h.Set(HeaderStandardSignature, strings.Join(std, " "))
 }

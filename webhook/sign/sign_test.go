@@ -194,3 +194,33 @@ func TestHeaders(t *testing.T) {
 		t.Errorf("VerifyStandard rejected the webhook-signature header: %v", err)
 	}
 }
+
+// TestHeadersRotating: while a secret is rotated, both headers carry a
+// signature per secret, the new one first, and a receiver with either
+// secret verifies the delivery; one with another secret does not.
+func TestHeadersRotating(t *testing.T) {
+	oldSecret, newSecret, body := []byte(testSecret), []byte("the-new-secret-0123456789"), []byte(testBody)
+	h := http.Header{}
+	at := time.Unix(testTS, 0)
+	HeadersRotating(h, [][]byte{newSecret, oldSecret}, testID, "message.delivered", at, body)
+	if got, want := h.Get(HeaderSignature), Signature(newSecret, body)+", "+wantSig; got != want {
+		t.Errorf("X-Service-Signature = %q, want %q", got, want)
+	}
+	if got, want := h.Get(HeaderStandardSignature), StandardSignature(newSecret, testID, testTS, body)+" "+wantStdSig; got != want {
+		t.Errorf("webhook-signature = %q, want %q", got, want)
+	}
+	for _, secret := range [][]byte{oldSecret, newSecret} {
+		if !Verify(secret, body, h.Get(HeaderSignature)) {
+			t.Errorf("Verify with %q rejected the rotated X-Service-Signature", secret)
+		}
+		if err := VerifyStandard(secret, testID, h.Get(HeaderStandardTimestamp), body, h.Get(HeaderStandardSignature), at, 0); err != nil {
+			t.Errorf("VerifyStandard with %q: %v", secret, err)
+		}
+	}
+	if Verify([]byte("a-third-secret-0123456789"), body, h.Get(HeaderSignature)) {
+		t.Error("Verify accepted the rotated header under a third secret")
+	}
+	if Verify(oldSecret, append(body, ' '), h.Get(HeaderSignature)) {
+		t.Error("Verify accepted a modified body")
+	}
+}

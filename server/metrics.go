@@ -1,0 +1,78 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	sb "github.com/switchboard/switchboard"
+	"github.com/switchboard/switchboard/sqlstore"
+)
+
+// storeCollector counts, at each scrape of /metrics, the outstanding work
+// the database holds for every tenant: the queues by lane, the pending
+// webhook deliveries, the running campaigns and the recipients they have
+// yet to reach, and the phones by kind and status. Being counted in the
+// database, these are the same on every node of a PostgreSQL cluster.
+type storeCollector struct {
+	db      *sqlstore.DB
+	routing sb.Routing
+	log     *slog.Logger
+
+	queue, deliveries, running, pending, phones *prometheus.Desc
+}
+
+func newStoreCollector(db *sqlstore.DB, routing sb.Routing, log *slog.Logger) *storeCollector {
+	return &storeCollector{
+		db: db, routing: routing, log: log,
+		queue: prometheus.NewDesc("switchboard_queue_depth",
+			"Outbound messages not final yet, by lane: direct and campaign (in the delivery queue: due, scheduled, or handed over "+
+				"and waiting for their outcome) and device (waiting for an Android phone's device to take them or report on them).",
+			[]string{"lane"}, nil),
+		deliveries: prometheus.NewDesc("switchboard_webhook_deliveries_pending",
+			"Webhook deliveries not final yet: due, in flight, or waiting for a retry.", nil, nil),
+		running: prometheus.NewDesc("switchboard_campaigns_running",
+			"Campaigns that are running.", nil, nil),
+		pending: prometheus.NewDesc("switchboard_campaign_recipients_pending",
+			"Recipients the running campaigns have not reached yet (their totals less their progress).", nil, nil),
+		phones: prometheus.NewDesc("switchboard_phones",
+			"Sending phones of every tenant, by kind (simulated, android) and status (online, offline).",
+			[]string{"kind", "status"}, nil),
+	}
+}
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.queue, c.deliveries, c.running, c.pending, c.phones} {
+		ch <- d
+	}
+}
+
+// Collect counts in the database. When it cannot, the scrape shows none of
+// these metrics (and the log says why), rather than stale or zero values.
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	g, err := c.db.Gauges(ctx, c.routing, time.Now())
+	if err != nil {
+		c.log.Warn("metrics: counting the outstanding work failed", "err", err)
+		return
+	}
+	for _, lane := range []string{"direct", "campaign", "device"} {
+		ch <- prometheus.MustNewConstMetric(c.queue, prometheus.GaugeValue, float64(g.Queue[lane]), lane)
+	}
+	ch <- prometheus.MustNewConstMetric(c.deliveries, prometheus.GaugeValue, float64(g.PendingDeliveries))
+	ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(g.CampaignsRunning))
+	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(g.RecipientsPending))
+	for _, kind := range []string{sb.PhoneSimulated, sb.PhoneAndroid} {
+		for _, status := range []string{sb.PhoneOnline, sb.PhoneOffline} {
+			ch <- prometheus.MustNewConstMetric(c.phones, prometheus.GaugeValue, float64(g.Phones[[2]string{kind, status}]), kind, status)
+		}
+	}
+	for k, n := range g.Phones { // kinds to come (carrier links)
+		if k[0] != sb.PhoneSimulated && k[0] != sb.PhoneAndroid {
+			ch <- prometheus.MustNewConstMetric(c.phones, prometheus.GaugeValue, float64(n), k[0], k[1])
+		}
+	}
+}
