@@ -8,6 +8,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -131,6 +132,52 @@ print(check(sys.argv[1]), check(sys.argv[2]))`
 		}
 	})
 
+	// During a secret rotation: both the new and the old secret verify the
+	// delivery with each snippet, a third one does not.
+	const newSecret, thirdSecret = "my-new-webhook-secret-0123456789", "not-my-webhook-secret-0123456789"
+	rotated := http.Header{}
+	sign.HeadersRotating(rotated, [][]byte{[]byte(newSecret), []byte(secret)}, sb.NewID(), sb.EventReceived, time.Now(), body)
+	t.Run("rotation", func(t *testing.T) {
+		sig := rotated.Get(sign.HeaderSignature)
+		if !strings.Contains(sig, ", ") {
+			t.Fatalf("a rotated X-Service-Signature with one value: %q", sig)
+		}
+		for _, c := range []struct {
+			secret string
+			want   bool
+		}{{secret, true}, {newSecret, true}, {thirdSecret, false}} {
+			if got := examples.VerifySignature(body, sig, c.secret); got != c.want {
+				t.Errorf("verify.go with %q: %v, want %v", c.secret, got, c.want)
+			}
+			env := []string{"SIGNATURE=" + sig, "WEBHOOK_SECRET=" + c.secret, "EXAMPLES=" + dir}
+			if _, err := exec.LookPath("node"); err == nil {
+				const script = `const fs = require("fs");
+const { verifySignature } = require(process.env.EXAMPLES + "/verify.js");
+console.log(verifySignature(fs.readFileSync(process.argv[1]), process.env.SIGNATURE, process.env.WEBHOOK_SECRET));`
+				if out := run(t, env, "node", "-e", script, bodyFile); out != fmt.Sprint(c.want) {
+					t.Errorf("verify.js with %q: %s, want %v", c.secret, out, c.want)
+				}
+			}
+			if _, err := exec.LookPath("python3"); err == nil {
+				const script = `import os, sys
+sys.path.insert(0, os.environ["EXAMPLES"])
+from verify import verify_signature
+print(verify_signature(open(sys.argv[1], "rb").read(), os.environ["SIGNATURE"], os.environ["WEBHOOK_SECRET"]))`
+				want := map[bool]string{true: "True", false: "False"}[c.want]
+				if out := run(t, env, "python3", "-c", script, bodyFile); out != want {
+					t.Errorf("verify.py with %q: %s, want %s", c.secret, out, want)
+				}
+			}
+			if _, err := exec.LookPath("openssl"); err == nil {
+				want := map[bool]string{true: "signature ok", false: "signature MISMATCH"}[c.want]
+				shEnv := []string{"SIGNATURE=" + sig, "SECRET=" + c.secret, "BODY=" + string(body)}
+				if out := run(t, shEnv, "sh", filepath.Join(dir, "verify.sh")); out != want {
+					t.Errorf("verify.sh with %q: %s, want %s", c.secret, out, want)
+				}
+			}
+		}
+	})
+
 	standard := append(env, "WEBHOOK_ID="+h.Get(sign.HeaderStandardID), "WEBHOOK_TIMESTAMP="+h.Get(sign.HeaderStandardTimestamp),
 		"WEBHOOK_SIGNATURE="+h.Get(sign.HeaderStandardSignature))
 
@@ -144,6 +191,17 @@ old = dict(headers, **{"webhook-timestamp": str(int(headers["webhook-timestamp"]
 print(check(sys.argv[1], headers), check(sys.argv[2], headers), check(sys.argv[1], old))`
 		if out := run(t, standard, "python3", "-c", script, bodyFile, tamperedFile); out != "True False False" {
 			t.Errorf("verify_standard.py: real delivery, altered delivery, old timestamp: %s, want True False False", out)
+		}
+		// A rotated delivery, with the old secret, the new one, a third.
+		const rotatedScript = `import os, sys
+sys.path.insert(0, os.environ["EXAMPLES"])
+from verify_standard import verify_standard
+headers = {k: os.environ[k.upper().replace("-", "_")] for k in ("webhook-id", "webhook-timestamp", "webhook-signature")}
+print(*(verify_standard(open(sys.argv[1], "rb").read(), headers, s) for s in sys.argv[2:]))`
+		renv := append(env, "WEBHOOK_ID="+rotated.Get(sign.HeaderStandardID), "WEBHOOK_TIMESTAMP="+rotated.Get(sign.HeaderStandardTimestamp),
+			"WEBHOOK_SIGNATURE="+rotated.Get(sign.HeaderStandardSignature))
+		if out := run(t, renv, "python3", "-c", rotatedScript, bodyFile, secret, newSecret, thirdSecret); out != "True True False" {
+			t.Errorf("verify_standard.py on a rotated delivery, old, new and third secret: %s, want True True False", out)
 		}
 	})
 

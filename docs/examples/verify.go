@@ -6,15 +6,24 @@ import (
 	"encoding/hex"
 	"io"
 	"net/http"
+	"strings"
 )
 
 // VerifySignature reports whether header, the X-Service-Signature value,
-// signs body, the raw request body exactly as received.
+// signs body, the raw request body exactly as received. For 24 hours after
+// a secret rotation the header holds two values separated by ", " (the new
+// secret's and the old one's): one that matches is enough.
 func VerifySignature(body []byte, header, secret string) bool {
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write(body)
 	want := "sha256=" + hex.EncodeToString(mac.Sum(nil))
-	return hmac.Equal([]byte(header), []byte(want))
+	ok := false
+	for _, value := range strings.Split(header, ",") {
+		if hmac.Equal([]byte(strings.TrimSpace(value)), []byte(want)) {
+			ok = true
+		}
+	}
+	return ok
 }
 
 // Handler verifies each delivery before it parses it, and answers 2xx

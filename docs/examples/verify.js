@@ -2,11 +2,15 @@ const crypto = require("node:crypto");
 
 // verifySignature checks the X-Service-Signature header against the raw
 // request body: a Buffer of the exact bytes received, before JSON parsing.
+// For 24 hours after a secret rotation the header holds two values
+// separated by ", " (the new secret's and the old one's): one that matches
+// is enough.
 function verifySignature(rawBody, header, secret) {
-  const expected = "sha256=" + crypto.createHmac("sha256", secret).update(rawBody).digest("hex");
-  const a = Buffer.from(expected);
-  const b = Buffer.from(String(header || ""));
-  return a.length === b.length && crypto.timingSafeEqual(a, b);
+  const expected = Buffer.from("sha256=" + crypto.createHmac("sha256", secret).update(rawBody).digest("hex"));
+  return String(header || "").split(",").some((value) => {
+    const got = Buffer.from(value.trim());
+    return got.length === expected.length && crypto.timingSafeEqual(got, expected);
+  });
 }
 
 module.exports = { verifySignature };
