@@ -1,0 +1,229 @@
+package main
+
+// TestReadme runs the commands of the README, so that a README whose
+// examples are executed keeps itself true.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// readmeMarker is the line, just before a ```sh block of the README, that
+// makes TestReadme run the block.
+const readmeMarker = "<!-- readme-test -->"
+
+// readmeStep is a run of a tested block's lines: commands, then the shape
+// of what they print (the "# ..." lines right under the last command), if
+// the README shows one.
+type readmeStep struct {
+	block   int    // which tested block, from 1
+	line    int    // the README line the step starts at
+	script  string // the commands (and the comments before them)
+	shape   string // the documented output, "" when none is shown
+	jsonish bool   // the shape is JSON written over several lines
+}
+
+// readmeSteps returns the steps of the README's tested blocks, in order.
+func readmeSteps(t *testing.T, readme string) []readmeStep {
+	t.Helper()
+	lines := strings.Split(readme, "\n")
+	var steps []readmeStep
+	blocks := 0
+	for i := 0; i < len(lines); i++ {
+		if strings.TrimSpace(lines[i]) != readmeMarker {
+			continue
+		}
+		if i+1 >= len(lines) || lines[i+1] != "```sh" {
+			t.Fatalf("README line %d: %s is not followed by a ```sh block", i+1, readmeMarker)
+		}
+		blocks++
+		var cur readmeStep
+		var script, shape []string
+		prevCommand := false // the previous line is a command (no blank line since)
+		flush := func() {
+			if len(script) == 0 && len(shape) == 0 {
+				return
+			}
+			cur.script = strings.Join(script, "\n")
+			if len(shape) > 0 {
+				first := shape[0]
+				cur.jsonish = strings.HasPrefix(first, "{") || strings.HasPrefix(first, "[") || regexp.MustCompile(`^[1-5][0-9]{2} [\[{]`).MatchString(first)
+				if cur.jsonish {
+					for k := range shape {
+						shape[k] = strings.TrimSpace(shape[k])
+					}
+					cur.shape = strings.Join(shape, "")
+				} else {
+					cur.shape = strings.Join(shape, "\n")
+				}
+			}
+			steps = append(steps, cur)
+			script, shape, cur = nil, nil, readmeStep{}
+		}
+		j := i + 2
+		for ; j < len(lines) && lines[j] != "```"; j++ {
+			l := lines[j]
+			isComment := strings.HasPrefix(strings.TrimSpace(l), "#")
+			switch {
+			case isComment && (prevCommand || len(shape) > 0):
+				// Output: the "# " lines right under a command.
+				shape = append(shape, strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(l), "#"), " "))
+				prevCommand = false
+				continue
+			case len(shape) > 0:
+				flush()
+			}
+			if len(script) == 0 {
+				cur = readmeStep{block: blocks, line: j + 1}
+			}
+			script = append(script, l)
+			prevCommand = strings.TrimSpace(l) != "" && !isComment
+		}
+		flush()
+		i = j
+	}
+	return steps
+}
+
+// shapeRE turns a documented output into a regular expression: the text as
+// written, "..." standing for anything; a JSON shape may start with the
+// HTTP status, which curl -s does not print.
+func shapeRE(st readmeStep) *regexp.Regexp {
+	shape := st.shape
+	if st.jsonish {
+		shape = regexp.MustCompile(`^[1-5][0-9]{2} `).ReplaceAllString(shape, "")
+	}
+	re := strings.ReplaceAll(regexp.QuoteMeta(shape), `\.\.\.`, `.*`)
+	return regexp.MustCompile(`(?s)^` + re + `$`)
+}
+
+// TestReadme runs the README's tested blocks (those marked readmeMarker), in
+// order, in one bash session, as a newcomer pasting them would: against the
+// real binary and a real server that the commands themselves start, in a
+// directory of their own (with the repository's docs). Every step must
+// succeed (the session runs with set -e) and print what the README shows
+// under it. The one liberty taken: the server listens on a free port
+// instead of 8080, which other programs may hold.
+func TestReadme(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := readmeSteps(t, string(raw))
+	if len(steps) < 10 {
+		t.Fatalf("only %d steps in the README's tested blocks", len(steps))
+	}
+	shapes := 0
+	for _, st := range steps {
+		if st.shape != "" {
+			shapes++
+			shapeRE(st) // compiles
+		}
+	}
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := filepath.Abs("../../docs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Symlink(docs, filepath.Join(dir, "docs")); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+
+	var script strings.Builder
+	// "go build -o switchboard ./cmd/switchboard" is the binary this test
+	// run has already built; the session has no other use for go.
+	script.WriteString(`set -e
+go() {
+  if [ "$*" = "build -o switchboard ./cmd/switchboard" ]; then cp "$README_TEST_BIN" switchboard; return; fi
+  echo "TestReadme: the README runs go $*, which the test does not provide" >&2
+  return 1
+}
+`)
+	for i, st := range steps {
+		script.WriteString(strings.ReplaceAll(st.script, "127.0.0.1:8080", addr))
+		fmt.Fprintf(&script, "\nprintf '\\n@@readme-step %d@@\\n'\n", i)
+	}
+	scriptFile := filepath.Join(dir, "readme.sh")
+	if err := os.WriteFile(scriptFile, []byte(script.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := os.Create(filepath.Join(dir, "stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdout.Close()
+	var stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", scriptFile)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TMPDIR=" + dir, "LC_ALL=C",
+		"README_TEST_BIN=" + bin, "SWITCHBOARD_ADDR=" + addr}
+	cmd.Stdout, cmd.Stderr = stdout, &stderr
+	// Its own process group: the server the README starts in the
+	// background is ended with it, whatever happens.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	runErr := cmd.Run()
+	if cmd.Process != nil {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // what the session left running
+	}
+	out, _ := os.ReadFile(stdout.Name())
+
+	// Each step's output is what came before its marker.
+	outputs := map[int]string{}
+	last := 0
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	var buf strings.Builder
+	marker := regexp.MustCompile(`^@@readme-step ([0-9]+)@@$`)
+	for sc.Scan() {
+		if m := marker.FindStringSubmatch(sc.Text()); m != nil {
+			var n int
+			fmt.Sscan(m[1], &n)
+			outputs[n] = buf.String()
+			buf.Reset()
+			last = n + 1
+			continue
+		}
+		buf.WriteString(sc.Text() + "\n")
+	}
+	serverLog := func() string {
+		b, _ := os.ReadFile(filepath.Join(dir, "switchboard.log"))
+		if len(b) > 4000 {
+			b = b[len(b)-4000:]
+		}
+		return string(b)
+	}
+	if runErr != nil || last < len(steps) {
+		st := steps[min(last, len(steps)-1)]
+		t.Fatalf("the README's commands stopped at the step of line %d (%v):\n%s\n--- it printed:\n%s\n--- stderr:\n%s\n--- server log:\n%s",
+			st.line, runErr, st.script, buf.String(), stderr.String(), serverLog())
+	}
+	for i, st := range steps {
+		if st.shape == "" {
+			continue
+		}
+		got := strings.TrimSpace(outputs[i])
+		if !shapeRE(st).MatchString(got) {
+			t.Errorf("README line %d: the commands\n%s\nprinted\n%s\nwhich is not what the README shows:\n%s", st.line, st.script, got, st.shape)
+		}
+	}
+	t.Logf("ran %d steps of the README, %d of them checked against the output shown", len(steps), shapes)
+}
