@@ -455,3 +455,30 @@ func TestRenderTooLongAllocatesNothing(t *testing.T) {
 		t.Fatalf("20 refused renders allocated %d bytes, want under 64 KiB", got)
 	}
 }
+
+// TestDescribe: the author of a template is told what is wrong and where,
+// in characters from 1, without the package's name.
+func TestDescribe(t *testing.T) {
+	for body, want := range map[string]string{
+		"Héllo {{ name":   `unclosed placeholder at character 7 (no "}}" after "{{")`,
+		"{{}}":             `empty variable name at character 1 ("{{}}")`,
+		"ñ {{ a b }}":      "invalid variable name at character ",
+		"ok {{ 9lives }}!": "invalid variable name at character ",
+	} {
+		_, err := Parse(body)
+		var se *SyntaxError
+		if !errors.As(err, &se) {
+			t.Fatalf("Parse(%q) = %v, want a *SyntaxError", body, err)
+		}
+		got := se.Describe(body)
+		if !strings.HasPrefix(got, want) || strings.Contains(got, "tmpl:") || strings.Contains(got, "byte") {
+			t.Errorf("Describe of %q = %q, want it to start %q", body, got, want)
+		}
+	}
+	if _, err := Parse(""); err != nil {
+		var se *SyntaxError
+		if errors.As(err, &se) && se.Describe("") != "empty template body" {
+			t.Errorf("Describe of the empty body = %q", se.Describe(""))
+		}
+	}
+}
