@@ -21,9 +21,9 @@ func TestValidID(t *testing.T) {
 	}
 }
 
-// TestIDAt: ids made at t's millisecond or later sort at or after IDAt(t);
+// TestIDFloor: ids made at t's millisecond or later sort at or after IDFloor(t);
 // ids of earlier milliseconds sort before it.
-func TestIDAt(t *testing.T) {
+func TestIDFloor(t *testing.T) {
 	at := time.Date(2026, 1, 31, 12, 0, 0, 123_456_789, time.UTC)
 	var maxEntropy [10]byte
 	for i := range maxEntropy {
@@ -32,21 +32,21 @@ func TestIDAt(t *testing.T) {
 	idOf := func(t time.Time, entropy []byte) string {
 		return ulid.MustNew(ulid.Timestamp(t), bytes.NewReader(entropy)).String()
 	}
-	b := IDAt(at)
+	b := IDFloor(at)
 	if last := idOf(at.Add(-time.Millisecond), maxEntropy[:]); !(last < b) {
-		t.Errorf("IDAt(%v) = %s, not after the last id of the millisecond before (%s)", at, b, last)
+		t.Errorf("IDFloor(%v) = %s, not after the last id of the millisecond before (%s)", at, b, last)
 	}
 	if first := idOf(at.Truncate(time.Millisecond), make([]byte, 10)); first < b {
-		t.Errorf("IDAt(%v) = %s, after the first id of its millisecond (%s)", at, b, first)
+		t.Errorf("IDFloor(%v) = %s, after the first id of its millisecond (%s)", at, b, first)
 	}
-	if now := NewID(); IDAt(time.Now().Add(-time.Second)) > now || IDAt(time.Now().Add(time.Second)) < now {
-		t.Errorf("NewID %s is not within a second of IDAt", now)
+	if now := NewID(); IDFloor(time.Now().Add(-time.Second)) > now || IDFloor(time.Now().Add(time.Second)) < now {
+		t.Errorf("NewID %s is not within a second of IDFloor", now)
 	}
-	if got := IDAt(time.Unix(-1, 0)); got != strings.Repeat("0", 26) {
-		t.Errorf("IDAt before 1970 = %s", got)
+	if got := IDFloor(time.Unix(-1, 0)); got != strings.Repeat("0", 26) {
+		t.Errorf("IDFloor before 1970 = %s", got)
 	}
-	if got := IDAt(time.Date(20000, 1, 1, 0, 0, 0, 0, time.UTC)); !ValidID(got) || got < NewID() {
-		t.Errorf("IDAt far in the future = %s", got)
+	if got := IDFloor(time.Date(20000, 1, 1, 0, 0, 0, 0, time.UTC)); !ValidID(got) || got < NewID() {
+		t.Errorf("IDFloor far in the future = %s", got)
 	}
 }
 

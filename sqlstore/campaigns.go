@@ -612,7 +612,7 @@ type placer struct {
 	// known (reserved_by): a second message to them makes the number
 	// known for good, whatever becomes of the first.
 	unreserve []string
-	phones []*sb.Phone          // online phones
+	phones    []*sb.Phone // online phones
 
 	newContacts map[int]int64            // day -> first-time recipients
 	phoneUse    map[int]map[string]int64 // day -> phone id -> messages

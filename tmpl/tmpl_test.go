@@ -460,7 +460,7 @@ func TestRenderTooLongAllocatesNothing(t *testing.T) {
 // in characters from 1, without the package's name.
 func TestDescribe(t *testing.T) {
 	for body, want := range map[string]string{
-		"Héllo {{ name":   `unclosed placeholder at character 7 (no "}}" after "{{")`,
+		"Héllo {{ name":    `unclosed placeholder at character 7 (no "}}" after "{{")`,
 		"{{}}":             `empty variable name at character 1 ("{{}}")`,
 		"ñ {{ a b }}":      "invalid variable name at character ",
 		"ok {{ 9lives }}!": "invalid variable name at character ",
