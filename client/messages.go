@@ -179,9 +179,14 @@ func (c *Client) GetMessage(ctx context.Context, id string) (*Message, error) {
 // ListMessagesParams filter a list of messages; filters combine with AND.
 type ListMessagesParams struct {
 	ListParams
-	Status    MessageStatus // only messages in this status
-	Direction Direction     // only outbound or only inbound messages
-	To        string        // only messages to this E.164 number
+	Status     MessageStatus // only messages in this status
+	Direction  Direction     // only outbound or only inbound messages
+	To         string        // only messages to this E.164 number
+	From       string        // only messages from this E.164 number
+	CampaignID string        // only the messages of this campaign
+	// CreatedAfter and CreatedBefore, when not zero, keep the messages
+	// created strictly after and strictly before them.
+	CreatedAfter, CreatedBefore time.Time
 }
 
 // ListMessages iterates over the messages of the key's environment, newest
@@ -205,6 +210,18 @@ func (c *Client) ListMessages(ctx context.Context, p *ListMessagesParams) iter.S
 		}
 		if p.To != "" {
 			q.Set("to", p.To)
+		}
+		if p.From != "" {
+			q.Set("from", p.From)
+		}
+		if p.CampaignID != "" {
+			q.Set("campaign_id", p.CampaignID)
+		}
+		if !p.CreatedAfter.IsZero() {
+			q.Set("created_after", p.CreatedAfter.UTC().Format(time.RFC3339Nano))
+		}
+		if !p.CreatedBefore.IsZero() {
+			q.Set("created_before", p.CreatedBefore.UTC().Format(time.RFC3339Nano))
 		}
 		q = p.ListParams.values(q)
 	}

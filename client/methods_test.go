@@ -294,6 +294,12 @@ func TestEveryRoute(t *testing.T) {
 		if got := collect(t, test.ListMessages(ctx, &client.ListMessagesParams{Status: client.StatusFailed})); len(got) != 1 || got[0].ID != failed.MessageID {
 			t.Fatalf("failed messages: %s", jsonString(got))
 		}
+		if got := collect(t, test.ListMessages(ctx, &client.ListMessagesParams{From: "+15005550000", CreatedAfter: start})); len(got) != 0 {
+			t.Fatalf("messages from a recipient: %s", jsonString(got))
+		}
+		if got := collect(t, test.ListMessages(ctx, &client.ListMessagesParams{To: "+15005550000", CreatedAfter: start, CreatedBefore: time.Now().Add(time.Minute)})); len(got) != 1 || got[0].ID != res.MessageID {
+			t.Fatalf("messages in a time range: %s", jsonString(got))
+		}
 		if got := collect(t, test.ListMessages(ctx, &client.ListMessagesParams{To: "+15005550000", Direction: client.Outbound})); len(got) != 1 || got[0].ID != res.MessageID {
 			t.Fatalf("messages to +15005550000: %s", jsonString(got))
 		}
@@ -394,6 +400,27 @@ func TestEveryRoute(t *testing.T) {
 		}
 		_, err = test.RetryWebhookDelivery(ctx, wh.ID, d.ID)
 		apiErr(t, err, 409, client.CodeDeliveryNotFailed)
+		if got := must(test.GetWebhookDelivery(ctx, wh.ID, d.ID))(t); got.ID != d.ID || got.Status != client.DeliverySucceeded || len(got.Attempts) != 1 {
+			t.Fatalf("one delivery: %s", jsonString(got))
+		}
+		_, err = test.GetWebhookDelivery(ctx, wh.ID, "01ARZ3NDEKTSV4RRFFQ69G5FAV")
+		apiErr(t, err, 404, client.CodeNotFound)
+		if got := must(test.GetWebhook(ctx, wh.ID))(t); got.ID != wh.ID || got.URL != wh.URL || got.PreviousSecretExpiresAt != nil {
+			t.Fatalf("get webhook: %s", jsonString(got))
+		}
+		_, err = live.GetWebhook(ctx, wh.ID)
+		apiErr(t, err, 404, client.CodeNotFound)
+		// A new secret: the old one signs beside it for 24 hours.
+		rotated := must(test.UpdateWebhook(ctx, wh.ID, client.UpdateWebhookParams{Secret: "whsec-the-next-one-0123456789",
+			Events: []client.EventType{client.EventMessageDelivered}}))(t)
+		if rotated.PreviousSecretExpiresAt == nil || rotated.PreviousSecretExpiresAt.Sub(time.Now()) < 23*time.Hour ||
+			!slices.Equal(rotated.Events, []client.EventType{client.EventMessageDelivered}) || rotated.URL != wh.URL {
+			t.Fatalf("updated webhook: %s", jsonString(rotated))
+		}
+		_, err = test.UpdateWebhook(ctx, wh.ID, client.UpdateWebhookParams{Secret: "short"})
+		if e := apiErr(t, err, 400, client.CodeValidation); e.Details.Field != "secret" {
+			t.Fatalf("details: %+v", e.Details)
+		}
 		if err := test.DeleteWebhook(ctx, wh.ID); err != nil {
 			t.Fatal(err)
 		}
@@ -478,6 +505,11 @@ func TestEveryRoute(t *testing.T) {
 		if msgs := collect(t, test.ListMessages(ctx, &client.ListMessagesParams{To: "+15005550006"})); len(msgs) != 1 ||
 			msgs[0].CampaignID == nil || *msgs[0].CampaignID != cp.ID {
 			t.Fatalf("campaign messages: %s", jsonString(msgs))
+		}
+		for _, m := range collect(t, test.ListMessages(ctx, &client.ListMessagesParams{CampaignID: cp.ID})) {
+			if m.CampaignID == nil || *m.CampaignID != cp.ID {
+				t.Fatalf("a message of another campaign: %s", jsonString(m))
+			}
 		}
 		draft := must(test.CreateCampaign(ctx, client.CreateCampaignParams{Name: "Never", Body: "x", AllContacts: true}))(t)
 		if got := collect(t, test.ListCampaigns(ctx, nil)); len(got) != 2 || got[0].ID != draft.ID || got[1].ID != cp.ID {

@@ -200,6 +200,7 @@ func TestTypesMatchTheDocument(t *testing.T) {
 		"CreateTemplateRequest": client.CreateTemplateParams{},
 		"Webhook":               client.Webhook{},
 		"WebhookCreate":         client.CreateWebhookParams{},
+		"WebhookUpdate":         client.UpdateWebhookParams{},
 		"WebhookDelivery":       client.WebhookDelivery{},
 		"WebhookEventPayload":   client.Event{},
 		"Contact":               client.Contact{},

@@ -17,7 +17,7 @@ import (
 
 // The headers of a webhook delivery.
 const (
-	HeaderSignature        = "X-Service-Signature" // "sha256=" + hex HMAC-SHA256 of the body
+	HeaderSignature        = "X-Service-Signature" // "sha256=" + hex HMAC-SHA256 of the body (two, ", "-separated, while a secret is rotated)
 	HeaderEvent            = "X-Service-Event"     // the event type
 	HeaderDelivery         = "X-Service-Delivery"  // the delivery id, the same on every retry
 	HeaderWebhookID        = "webhook-id"          // Standard Webhooks: the delivery id
@@ -47,8 +47,10 @@ var (
 
 // VerifySignature checks the X-Service-Signature header of a delivery:
 // header must be "sha256=" followed by the hex HMAC-SHA256 of body, the
-// exact bytes received, keyed with the webhook's secret. The comparison is
-// constant-time. It returns nil, ErrMissingSignature or
+// exact bytes received, keyed with the webhook's secret. For 24 hours after
+// the secret is rotated the header lists two such values separated by
+// ", " (the new secret's, then the old one's): one that matches will do.
+// Comparisons are constant-time. It returns nil, ErrMissingSignature or
 // ErrInvalidSignature.
 //
 // This signature says nothing of when the delivery was made: a captured
@@ -59,17 +61,21 @@ func VerifySignature(secret string, body []byte, header string) error {
 	if header == "" {
 		return ErrMissingSignature
 	}
-	hexSum, ok := strings.CutPrefix(header, "sha256=")
-	if !ok {
-		return ErrInvalidSignature
-	}
-	got, err := hex.DecodeString(hexSum)
-	if err != nil {
-		return ErrInvalidSignature
-	}
 	m := hmac.New(sha256.New, []byte(secret))
 	m.Write(body)
-	if !hmac.Equal(got, m.Sum(nil)) {
+	want := m.Sum(nil)
+	ok := false
+	for _, value := range strings.Split(header, ",") {
+		hexSum, found := strings.CutPrefix(strings.TrimSpace(value), "sha256=")
+		if !found {
+			continue
+		}
+		got, err := hex.DecodeString(hexSum)
+		if err == nil && hmac.Equal(got, want) {
+			ok = true
+		}
+	}
+	if !ok {
 		return ErrInvalidSignature
 	}
 	return nil

@@ -187,6 +187,23 @@ func TestVerifySignatureRules(t *testing.T) {
 		}
 	}
 
+	// While a secret is rotated, a delivery is signed with both: a
+	// receiver with either secret accepts it, with both helpers.
+	const newSecret = "whsec-the-next-one-0123456789"
+	rotated := http.Header{}
+	sign.HeadersRotating(rotated, [][]byte{[]byte(newSecret), []byte(secret)}, "01JJ8Z5QK1M3N5P7R9T1V3X5Z7", "message.delivered", at, body)
+	for _, s := range []string{secret, newSecret} {
+		if err := client.VerifySignature(s, body, rotated.Get(client.HeaderSignature)); err != nil {
+			t.Errorf("rotated X-Service-Signature with %q: %v", s, err)
+		}
+		if err := (&client.WebhookVerifier{Secret: s, Now: func() time.Time { return at }}).Verify(rotated, body); err != nil {
+			t.Errorf("rotated webhook-signature with %q: %v", s, err)
+		}
+	}
+	if err := client.VerifySignature("whsec-a-third-one-0123456789", body, rotated.Get(client.HeaderSignature)); !errors.Is(err, client.ErrInvalidSignature) {
+		t.Errorf("rotated X-Service-Signature with a third secret: %v", err)
+	}
+
 	// ReadEvent verifies before it parses.
 	req := httptest.NewRequest(http.MethodPost, "/hook", bytes.NewReader(body))
 	req.Header = h.Clone()

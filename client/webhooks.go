@@ -26,7 +26,10 @@ type Webhook struct {
 	// Environment is the environment of the key that registered it; only
 	// its events are delivered.
 	Environment Environment `json:"environment"`
-	CreatedAt   time.Time   `json:"created_at"`
+	// PreviousSecretExpiresAt is set while the secret the last rotation
+	// replaced still signs deliveries, beside the current one: until then.
+	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at"`
+	CreatedAt               time.Time  `json:"created_at"`
 }
 
 // CreateWebhookParams are the fields of a new webhook; all are required.
@@ -59,6 +62,40 @@ func (c *Client) ListWebhooks(ctx context.Context) ([]*Webhook, error) {
 		return nil, err
 	}
 	return ws, nil
+}
+
+// GetWebhook returns one webhook of the key's environment
+// (GET /v1/webhooks/{id}).
+func (c *Client) GetWebhook(ctx context.Context, id string) (*Webhook, error) {
+	var w Webhook
+	if err := c.call(ctx, http.MethodGet, nil, &w, "v1", "webhooks", id); err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
+// UpdateWebhookParams are the changes to a webhook; empty fields stay as
+// they are.
+type UpdateWebhookParams struct {
+	// URL, when not empty, is where deliveries go from now on.
+	URL string `json:"url,omitempty"`
+	// Events, when not empty, are the event types delivered from now on.
+	Events []EventType `json:"events,omitempty"`
+	// Secret, when not empty, signs every delivery from now on; the secret
+	// it replaces goes on signing beside it for 24 hours, so that the
+	// receiver can move to the new one at any moment in between (give a
+	// WebhookVerifier the secret it has: either verifies).
+	Secret string `json:"secret,omitempty"`
+}
+
+// UpdateWebhook changes a webhook's url, events or secret
+// (PATCH /v1/webhooks/{id}) and returns it.
+func (c *Client) UpdateWebhook(ctx context.Context, id string, p UpdateWebhookParams) (*Webhook, error) {
+	var w Webhook
+	if err := c.call(ctx, http.MethodPatch, p, &w, "v1", "webhooks", id); err != nil {
+		return nil, err
+	}
+	return &w, nil
 }
 
 // DeleteWebhook deletes a webhook (DELETE /v1/webhooks/{id}); its pending
@@ -135,6 +172,16 @@ func (a WebhookAttempt) MarshalJSON() ([]byte, error) {
 // (GET /v1/webhooks/{id}/deliveries). p may be nil.
 func (c *Client) ListWebhookDeliveries(ctx context.Context, webhookID string, p *ListParams) iter.Seq2[*WebhookDelivery, error] {
 	return list[WebhookDelivery](ctx, c, p.values(nil), "v1", "webhooks", webhookID, "deliveries")
+}
+
+// GetWebhookDelivery returns one delivery of a webhook, with all its
+// attempts (GET /v1/webhooks/{id}/deliveries/{delivery_id}).
+func (c *Client) GetWebhookDelivery(ctx context.Context, webhookID, deliveryID string) (*WebhookDelivery, error) {
+	var d WebhookDelivery
+	if err := c.call(ctx, http.MethodGet, nil, &d, "v1", "webhooks", webhookID, "deliveries", deliveryID); err != nil {
+		return nil, err
+	}
+	return &d, nil
 }
 
 // RetryWebhookDelivery sends a failed delivery again
