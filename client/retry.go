@@ -19,12 +19,12 @@ import (
 type RetryPolicy struct {
 	// RateLimitRetries is how many times a 429 answer that carries a
 	// Retry-After header is tried again, each time after waiting the
-	// Retry-After it gave. A 429 without Retry-After (NEW_CONTACT_LIMIT,
-	// which lasts until the next UTC day) is not retried.
+	// Retry-After it gave. A 429 without Retry-After is not retried.
 	RateLimitRetries int
 	// MaxRetryAfter is the longest Retry-After the client waits for; a 429
-	// asking for longer (QUOTA_EXCEEDED waits for the next month) is
-	// returned at once, with Error.RetryAfter set.
+	// asking for longer (QUOTA_EXCEEDED waits for the next month,
+	// NEW_CONTACT_LIMIT for the next UTC day) is returned at once, with
+	// Error.RetryAfter set.
 	MaxRetryAfter time.Duration
 	// ServerErrorDelays are the waits before the retries of a 500 answer:
 	// one retry per entry.
