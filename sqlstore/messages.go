@@ -619,25 +619,24 @@ func (db *DB) Messages(ctx context.Context, tenantID string, env sb.Environment,
 		where.WriteString(` AND campaign_id = ?`)
 		args = append(args, f.CampaignID)
 	}
-	// Ids grow with creation time, and a message's id is made at or just
-	// after its created_at: the bounds on id keep the scan of the tenant's
-	// index to the range (the upper one an hour wider), those on
-	// created_at make it exact.
+	// Ids grow with time, and a message's id is made when it is created or
+	// just after: the lower bound on id keeps the scan of the tenant's
+	// index short, the bounds on created_at make the range exact.
 	if !f.Since.IsZero() {
 		where.WriteString(` AND id >= ? AND created_at >= ?`)
 		args = append(args, sb.IDFloor(f.Since), sb.Micros(f.Since))
 	}
 	if !f.Until.IsZero() {
-		where.WriteString(` AND created_at < ? AND id < ?`)
-		args = append(args, sb.Micros(f.Until), sb.IDFloor(f.Until.Add(time.Hour)))
+		where.WriteString(` AND created_at < ?`)
+		args = append(args, sb.Micros(f.Until))
 	}
 	if f.CreatedAfter != nil {
-		where.WriteString(` AND created_at > ? AND id >= ?`)
-		args = append(args, sb.Micros(*f.CreatedAfter), sb.IDFloor(*f.CreatedAfter))
+		where.WriteString(` AND id >= ? AND created_at > ?`)
+		args = append(args, sb.IDFloor(*f.CreatedAfter), sb.Micros(*f.CreatedAfter))
 	}
 	if f.CreatedBefore != nil {
-		where.WriteString(` AND created_at < ? AND id < ?`)
-		args = append(args, sb.Micros(*f.CreatedBefore), sb.IDFloor(f.CreatedBefore.Add(time.Hour)))
+		where.WriteString(` AND created_at < ?`)
+		args = append(args, sb.Micros(*f.CreatedBefore))
 	}
 	if p.After != "" {
 		where.WriteString(` AND id < ?`)
