@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,7 +39,7 @@ func newStoreCollector(db *sqlstore.DB, routing sb.Routing, log *slog.Logger) *s
 		pending: prometheus.NewDesc("switchboard_campaign_recipients_pending",
 			"Recipients the running campaigns have not reached yet (their totals less their progress).", nil, nil),
 		phones: prometheus.NewDesc("switchboard_phones",
-			"Sending phones of every tenant, by kind (simulated, android) and status (online, offline).",
+			"Sending phones of every tenant, by kind (simulated, android, smpp, twilio) and status (online, offline; a carrier phone is online while its link is up).",
 			[]string{"kind", "status"}, nil),
 	}
 }
@@ -65,13 +66,14 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.deliveries, prometheus.GaugeValue, float64(g.PendingDeliveries))
 	ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(g.CampaignsRunning))
 	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(g.RecipientsPending))
-	for _, kind := range []string{sb.PhoneSimulated, sb.PhoneAndroid} {
+	kinds := []string{sb.PhoneSimulated, sb.PhoneAndroid, sb.PhoneSMPP, sb.PhoneTwilio}
+	for _, kind := range kinds {
 		for _, status := range []string{sb.PhoneOnline, sb.PhoneOffline} {
 			ch <- prometheus.MustNewConstMetric(c.phones, prometheus.GaugeValue, float64(g.Phones[[2]string{kind, status}]), kind, status)
 		}
 	}
-	for k, n := range g.Phones { // kinds to come (carrier links)
-		if k[0] != sb.PhoneSimulated && k[0] != sb.PhoneAndroid {
+	for k, n := range g.Phones { // a kind to come
+		if !slices.Contains(kinds, k[0]) {
 			ch <- prometheus.MustNewConstMetric(c.phones, prometheus.GaugeValue, float64(n), k[0], k[1])
 		}
 	}

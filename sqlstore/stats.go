@@ -130,22 +130,22 @@ func (db *DB) Gauges(ctx context.Context, routing sb.Routing, now time.Time) (Ga
 		return g, err
 	}
 	g.RecipientsPending = max(pending.Int64, 0)
-	rows, err := db.query(ctx, `SELECT kind, status, device_id, last_seen_at FROM phones`)
+	rows, err := db.query(ctx, `SELECT kind, status, device_id, last_seen_at, link FROM phones`)
 	if err != nil {
 		return g, err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var p sb.Phone
-		var device sql.NullString
+		var device, link sql.NullString
 		var seen sql.NullInt64
-		if err := rows.Scan(&p.Kind, &p.Status, &device, &seen); err != nil {
+		if err := rows.Scan(&p.Kind, &p.Status, &device, &seen, &link); err != nil {
 			return g, err
 		}
 		if device.Valid {
 			p.Device = &sb.Device{ID: device.String}
 		}
-		p.LastSeenAt = optTime(seen)
+		p.LastSeenAt, p.Link = optTime(seen), link.String
 		g.Phones[[2]string{p.Kind, routing.Status(&p, now)}]++
 	}
 	return g, rows.Err()
