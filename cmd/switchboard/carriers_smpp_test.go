@@ -20,6 +20,7 @@ import (
 
 	"github.com/linxGnu/gosmpp/data"
 
+	"github.com/switchboard/switchboard/ops"
 	"github.com/switchboard/switchboard/provider/smpp/smsc"
 )
 
@@ -81,7 +82,7 @@ func startSMPPCase(t *testing.T, db string, link map[string]any, serverArgs ...s
 	t.Cleanup(c.smsc.Close)
 	c.providers = writeProviders(t, smppLink(c.smsc.Addr(), link))
 	c.tn = newTenant(t, db, "--plan", "scale")
-	c.number = simulatedNumber()
+	c.number = ops.SimulatedNumber()
 	var ph struct {
 		ID, Kind, Status string
 		Provider         *string
@@ -571,7 +572,7 @@ func TestSMPPKill(t *testing.T) {
 		sm.SetOnSubmit(func(*smsc.Submit) smsc.Action { return smsc.Action{Delay: 300 * time.Millisecond} })
 		providers := writeProviders(t, smppLink(sm.Addr(), map[string]any{"window": 10, "in_doubt_resend_after": 3}))
 		tn := newTenant(t, db, "--plan", "scale")
-		number := simulatedNumber()
+		number := ops.SimulatedNumber()
 		cli(t, db, "phone", "add", "--tenant", tn.ID, "--number", number, "--provider", "c1", "--providers", providers, "--daily-limit", "0")
 		env := []string{"C1_PASSWORD=" + smscPassword}
 		args := []string{"--providers", providers, "--delivery-lease", "2s"}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard/switchboard/ops"
 	"github.com/switchboard/switchboard/provider/twilio"
 	"github.com/switchboard/switchboard/provider/twilio/twiliotest"
 )
@@ -45,7 +46,7 @@ func startTwilioCase(t *testing.T, db string) *twilioCase {
 	providers := writeProviders(t, map[string]any{"name": "tw", "type": "twilio", "base_url": c.fake.URL(), "account_sid": twilioSID,
 		"auth_token_env": "TW_TOKEN", "window": 4})
 	c.tn = newTenant(t, db, "--plan", "scale")
-	c.number = simulatedNumber()
+	c.number = ops.SimulatedNumber()
 	var ph struct{ ID, Kind string }
 	out := cli(t, db, "phone", "add", "--tenant", c.tn.ID, "--number", c.number, "--provider", "tw", "--providers", providers)
 	if err := json.Unmarshal([]byte(out), &ph); err != nil || ph.Kind != "twilio" {

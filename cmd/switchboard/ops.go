@@ -2,18 +2,16 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"strings"
 	"time"
 
 	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/httpapi"
-	"github.com/switchboard/switchboard/phonenum"
-	"github.com/switchboard/switchboard/provider/carrier"
+	"github.com/switchboard/switchboard/ops"
 	"github.com/switchboard/switchboard/sqlstore"
 )
 
@@ -120,46 +118,11 @@ func tenantCmd(ctx context.Context, args []string, getenv func(string) string, s
 }
 
 func createTenant(ctx context.Context, db *sqlstore.DB, name, plan string, stdout io.Writer) error {
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	t := &sb.Tenant{ID: sb.NewID(), Name: name, Plan: plan, Status: sb.TenantActive, TrialEndsAt: now.Add(sb.TrialLength), CreatedAt: now}
-	if err := db.CreateTenant(ctx, t); err != nil {
+	t, err := ops.CreateTenant(ctx, db, name, plan)
+	if err != nil {
 		return err
 	}
-	out := map[string]any{"tenant_id": t.ID}
-	for _, env := range []sb.Environment{sb.Live, sb.Test} {
-		text, err := sb.NewKeyText(env)
-		if err != nil {
-			return err
-		}
-		k := &sb.APIKey{ID: sb.NewID(), TenantID: t.ID, Name: "Default " + string(env) + " key", Hash: sb.HashKey(text),
-			Hint: sb.KeyHint(text), Environment: env, Status: sb.KeyActive, CreatedAt: now}
-		if err := db.CreateKey(ctx, k); err != nil {
-			return err
-		}
-		out[string(env)+"_key"] = text
-	}
-	// The simulator is the live provider: give the tenant one simulated
-	// sending phone with no daily limit.
-	for attempt := 0; ; attempt++ {
-		p := &sb.Phone{ID: sb.NewID(), TenantID: t.ID, Number: simulatedNumber(), Kind: sb.PhoneSimulated, Channels: []string{sb.ChannelSMS, sb.ChannelChat},
-			Status: sb.PhoneOnline, CreatedAt: now}
-		err := db.AddPhone(ctx, p, nil)
-		if err == nil {
-			out["phone"] = map[string]string{"id": p.ID, "number": p.Number}
-			break
-		}
-		if sb.ErrorCode(err) != sb.CodeDuplicatePhone || attempt == 10 {
-			return err
-		}
-	}
-	return printJSON(stdout, out)
-}
-
-// simulatedNumber returns a random number in the +1 555 range that no real
-// phone uses.
-func simulatedNumber() string {
-	n, _ := rand.Int(rand.Reader, big.NewInt(10_000_000))
-	return fmt.Sprintf("+1555%07d", n.Int64())
+	return printJSON(stdout, t)
 }
 
 func keyCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -230,53 +193,17 @@ func phoneCmd(ctx context.Context, args []string, getenv func(string) string, st
 	var p *sb.Phone
 	switch args[0] {
 	case "add":
-		if *tenant == "" {
-			return fmt.Errorf("phone add: --tenant is required")
-		}
-		if !phonenum.Valid(*number) {
-			return fmt.Errorf("phone add: --number must be E.164: + and 10 to 15 digits")
-		}
-		if *limit < 0 {
-			return fmt.Errorf("phone add: --daily-limit must be >= 0")
-		}
-		kind := sb.PhoneSimulated
-		if *link != "" {
-			if *providers == "" {
-				return fmt.Errorf("phone add: --provider needs the providers file (--providers, or SWITCHBOARD_PROVIDERS) to know the link's type")
-			}
-			links, err := carrier.LoadFile(*providers, nil)
-			if err != nil {
-				return fmt.Errorf("phone add: %w", err)
-			}
-			lc, ok := carrier.Find(links, *link)
-			if !ok {
-				names := make([]string, len(links))
-				for i, l := range links {
-					names[i] = l.Name
-				}
-				return fmt.Errorf("phone add: --provider %q is not a link of %s (links: %s)", *link, *providers, strings.Join(names, ", "))
-			}
-			kind = lc.Type
-			if *channels == "" {
-				*channels = sb.ChannelSMS
-			}
-		}
-		if *channels == "" {
-			*channels = "sms,chat"
-		}
 		var chans []string
-		for _, c := range strings.Split(*channels, ",") {
-			c = strings.TrimSpace(c)
-			if c != sb.ChannelSMS && c != sb.ChannelChat {
-				return fmt.Errorf("phone add: unknown channel %q (sms, chat)", c)
+		if *channels != "" {
+			for _, c := range strings.Split(*channels, ",") {
+				chans = append(chans, strings.TrimSpace(c))
 			}
-			if c == sb.ChannelChat && *link != "" {
-				return fmt.Errorf("phone add: a carrier phone sends sms only (--channels sms)")
-			}
-			chans = append(chans, c)
 		}
-		p = &sb.Phone{ID: sb.NewID(), TenantID: *tenant, Number: *number, Kind: kind, Link: *link, DailyLimit: *limit, Channels: chans,
-			Status: sb.PhoneOnline, CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
+		p, err = ops.NewPhoneFromSpec(ops.PhoneSpec{Tenant: *tenant, Number: *number, DailyLimit: *limit, Channels: chans,
+			Link: *link, ProvidersFile: *providers})
+		if err != nil {
+			return fmt.Errorf("phone add: %w", err)
+		}
 	case "list":
 		if *tenant == "" {
 			return fmt.Errorf("phone list: --tenant is required")
@@ -303,9 +230,9 @@ func phoneCmd(ctx context.Context, args []string, getenv func(string) string, st
 	routing, now := sb.Routing{OfflineAfter: *offlineAfter}, time.Now()
 	switch args[0] {
 	case "add":
-		if err := db.AddPhone(ctx, p, nil); err != nil {
-			if sb.ErrorCode(err) == sb.CodeDuplicatePhone {
-				return fmt.Errorf("phone add: the number %s is already a sending phone", p.Number)
+		if err := ops.AddPhone(ctx, db, p); err != nil {
+			if errors.Is(err, ops.ErrDuplicateNumber) {
+				return fmt.Errorf("phone add: %w", err)
 			}
 			return err
 		}

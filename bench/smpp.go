@@ -1,4 +1,4 @@
-package main
+package bench
 
 // The smpp scenario of `switchboard bench`: messages through one SMPP bind
 // to an in-process SMSC, with a window of 10 and with one of 100. See
@@ -21,7 +21,9 @@ import (
 	"time"
 
 	"github.com/switchboard/switchboard/bench/rounds"
+	"github.com/switchboard/switchboard/ops"
 	"github.com/switchboard/switchboard/provider/smpp/smsc"
+	"github.com/switchboard/switchboard/server"
 )
 
 // benchSMPPTarget is the issue's target: submits accepted per second on one
@@ -42,7 +44,7 @@ type benchSMPP struct {
 	accepted atomic.Int64
 }
 
-func benchSMPPPrepare(ctx context.Context, env *benchEnv) ([]string, error) {
+func benchSMPPPrepare(ctx context.Context, env *benchEnv, c *server.Config) error {
 	b := &benchSMPP{answered: map[string]time.Time{}}
 	b.smsc = &smsc.Server{OnAnswer: func(s *smsc.Submit, at time.Time) {
 		b.accepted.Add(1)
@@ -51,7 +53,7 @@ func benchSMPPPrepare(ctx context.Context, env *benchEnv) ([]string, error) {
 		b.mu.Unlock()
 	}}
 	if err := b.smsc.Start(); err != nil {
-		return nil, err
+		return err
 	}
 	env.closers = append(env.closers, b.smsc.Close)
 	var links []map[string]any
@@ -61,10 +63,11 @@ func benchSMPPPrepare(ctx context.Context, env *benchEnv) ([]string, error) {
 	raw, _ := json.Marshal(map[string]any{"links": links})
 	b.providers = filepath.Join(filepath.Dir(env.plans), "providers.json")
 	if err := os.WriteFile(b.providers, raw, 0o600); err != nil {
-		return nil, err
+		return err
 	}
 	env.state = b
-	return []string{"--providers", b.providers}, nil
+	c.ProvidersFile = b.providers
+	return nil
 }
 
 // benchSMPPResult is one window's figures.
@@ -110,10 +113,9 @@ func benchSMPPRun(ctx context.Context, env *benchEnv, o benchOptions, stdout io.
 			return fmt.Errorf("bench: %w", err)
 		}
 		number := fmt.Sprintf("+1555800%04d", w)
-		var out, errOut bytes.Buffer
-		if err := phoneCmd(ctx, []string{"add", "--database", env.database, "--tenant", tn.TenantID, "--number", number, "--provider", fmt.Sprintf("w%d", w),
-			"--providers", b.providers, "--daily-limit", "0"}, env.getenv, &out, &errOut); err != nil {
-			return fmt.Errorf("bench: phone add: %w %s", err, errOut.String())
+		if err := env.addPhone(ctx, ops.PhoneSpec{Tenant: tn.TenantID, Number: number, Link: fmt.Sprintf("w%d", w),
+			ProvidersFile: b.providers}); err != nil {
+			return fmt.Errorf("bench: phone add: %w", err)
 		}
 		if err := benchWaitOnline(ctx, env.serverURL, tn.LiveKey, number); err != nil {
 			return fmt.Errorf("bench: %w", err)

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -9,7 +9,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/switchboard/switchboard/internal/dbtest"
 	"github.com/switchboard/switchboard/internal/testenv"
 )
 
@@ -17,10 +19,10 @@ import (
 // shape of the report and that nothing failed; they make no assertion about
 // the figures, which depend on the machine.
 
-func runBench(t *testing.T, args ...string) (stdout, stderr string) {
+func runBench(t *testing.T, c Config) (stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	err := run(context.Background(), append([]string{"bench"}, args...), benchNoEnv, &out, &errOut)
+	err := Run(context.Background(), c, &out, &errOut)
 	t.Logf("stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +44,7 @@ func mustMatch(t *testing.T, out string, patterns ...string) {
 
 func TestBenchSend(t *testing.T) {
 	testenv.Timing(t)
-	out, _ := runBench(t, "--scenario", "send", "--duration", "1s", "--rounds", "1", "--connections", "8")
+	out, _ := runBench(t, Config{Scenario: "send", Duration: time.Second, Rounds: 1, Connections: 8})
 	num := `[0-9]+(\.[0-9]+)?`
 	mustMatch(t, out,
 		`^scenario send: 8 connections, 1 rounds of 1s per target`,
@@ -59,7 +61,7 @@ func TestBenchSend(t *testing.T) {
 
 func TestBenchSendJSON(t *testing.T) {
 	testenv.Timing(t)
-	out, _ := runBench(t, "--scenario", "send", "--duration", "400ms", "--rounds", "2", "--connections", "4", "--json")
+	out, _ := runBench(t, Config{Scenario: "send", Duration: 400 * time.Millisecond, Rounds: 2, Connections: 4, JSON: true})
 	var lines []map[string]any
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
@@ -91,7 +93,7 @@ func TestBenchSendJSON(t *testing.T) {
 
 func TestBenchWebhooks(t *testing.T) {
 	testenv.Timing(t)
-	out, _ := runBench(t, "--scenario", "webhooks", "--duration", "1s", "--rounds", "1", "--connections", "8")
+	out, _ := runBench(t, Config{Scenario: "webhooks", Duration: time.Second, Rounds: 1, Connections: 8})
 	num := `[0-9]+(\.[0-9]+)?`
 	mustMatch(t, out,
 		`^scenario webhooks: database sqlite \(temporary\)`,
@@ -119,7 +121,7 @@ func TestBenchWebhooks(t *testing.T) {
 
 func TestBenchWebhooksJSON(t *testing.T) {
 	testenv.Timing(t)
-	out, _ := runBench(t, "--scenario", "webhooks", "--duration", "300ms", "--connections", "4", "--json")
+	out, _ := runBench(t, Config{Scenario: "webhooks", Duration: 300 * time.Millisecond, Rounds: 5, Connections: 4, JSON: true})
 	var lines []map[string]any
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
@@ -147,11 +149,11 @@ func TestBenchWebhooksJSON(t *testing.T) {
 // a plain URL: the bench makes a schema of its own and drops it.
 func TestBenchSendPostgres(t *testing.T) {
 	testenv.Timing(t)
-	base := os.Getenv(postgresEnv)
+	base := os.Getenv(dbtest.PostgresEnv)
 	if base == "" {
-		t.Skipf("%s is not set: skipping the PostgreSQL run", postgresEnv)
+		t.Skipf("%s is not set: skipping the PostgreSQL run", dbtest.PostgresEnv)
 	}
-	out, _ := runBench(t, "--scenario", "send", "--duration", "1s", "--rounds", "1", "--connections", "8", "--database", base)
+	out, _ := runBench(t, Config{Scenario: "send", Duration: time.Second, Rounds: 1, Connections: 8, Database: base})
 	mustMatch(t, out,
 		`database postgres \(temporary schema\)$`,
 		`^send \(scale, durable\) +[1-9][0-9]* +0 +`,

@@ -1,4 +1,4 @@
-package main
+package bench
 
 // The devices scenario of `switchboard bench`: many reference Android
 // devices (provider/android/agent) connected at once to one node, under a
@@ -65,20 +65,26 @@ func benchDevicesRun(ctx context.Context, env *benchEnv, o benchOptions, stdout 
 	if strings.HasPrefix(db, "sqlite:") { // a file of its own: the in-process server has the other
 		db = "sqlite:" + filepath.Join(dir, "devices.db")
 	}
-	child, err := benchStartChild(ctx, env.getenv("SWITCHBOARD_BENCH_BINARY"), db, env.plans, env.stderr)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	debug := ln.Addr().String()
+	ln.Close()
+	child, err := benchStartChild(ctx, env.binary, []string{"--addr", "127.0.0.1:0", "--database", db, "--plans", env.plans,
+		"--log-level", "info", "--phone-offline-after", "2m", "--debug-addr", debug}, env.stderr, "server: ")
 	if err != nil {
 		return fmt.Errorf("bench: devices: %w", err)
 	}
 	defer child.stop()
 	b := &benchDevicesState{url: child.url, client: &http.Client{Timeout: 30 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 0}}}
-	denv := *env
-	denv.database = db
-	phones, err := denv.createTenant(ctx, "bench devices", "scale")
+	child.debug = debug
+	phones, err := env.createTenantIn(ctx, db, "bench devices", "scale")
 	if err != nil {
 		return err
 	}
-	sim, err := denv.createTenant(ctx, "bench devices simulator", "scale")
+	sim, err := env.createTenantIn(ctx, db, "bench devices simulator", "scale")
 	if err != nil {
 		return err
 	}
@@ -573,22 +579,18 @@ func (c *benchChild) memory(ctx context.Context) (live, rss int64, err error) {
 	return live, rss, err
 }
 
-// benchStartChild starts exe serve (exe: this program when empty).
-func benchStartChild(ctx context.Context, exe, db, plans string, stderr io.Writer) (*benchChild, error) {
+// benchStartChild starts `exe serve args...` (exe: this program when
+// empty) and returns once it listens. args must keep the log level at info,
+// for the "listening" line; the child's other lines above INFO go to stderr
+// after prefix.
+func benchStartChild(ctx context.Context, exe string, args []string, stderr io.Writer, prefix string) (*benchChild, error) {
 	if exe == "" {
 		var err error
 		if exe, err = os.Executable(); err != nil {
 			return nil, err
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	debug := ln.Addr().String()
-	ln.Close()
-	cmd := exec.CommandContext(ctx, exe, "serve", "--addr", "127.0.0.1:0", "--database", db, "--plans", plans,
-		"--log-level", "info", "--phone-offline-after", "2m", "--debug-addr", debug)
+	cmd := exec.CommandContext(ctx, exe, append([]string{"serve"}, args...)...)
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err
@@ -596,7 +598,7 @@ func benchStartChild(ctx context.Context, exe, db, plans string, stderr io.Write
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	c := &benchChild{cmd: cmd, pid: cmd.Process.Pid, debug: debug, done: make(chan struct{})}
+	c := &benchChild{cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{})}
 	addr := make(chan string, 1)
 	go func() {
 		defer close(c.done)
@@ -614,7 +616,7 @@ func benchStartChild(ctx context.Context, exe, db, plans string, stderr io.Write
 				continue
 			}
 			if !strings.Contains(line, `"level":"INFO"`) {
-				fmt.Fprintln(stderr, "server:", line)
+				fmt.Fprintln(stderr, prefix+line)
 			}
 		}
 	}()

@@ -1,4 +1,4 @@
-package main
+package bench
 
 // The webhooks scenario of `switchboard bench`: how many webhook deliveries
 // per second the server makes to a local receiver, and how long an event

@@ -1,4 +1,4 @@
-package main
+package bench
 
 // The campaign scenario of `switchboard bench`: a 100,000-recipient campaign
 // against the direct sends of two tenants. It reports the launch latency,
