@@ -235,16 +235,21 @@ func (e *benchEnv) createTenant(ctx context.Context, name, plan string) (benchTe
 
 // createTenantIn creates a tenant in the database at url.
 func (e *benchEnv) createTenantIn(ctx context.Context, url, name, plan string) (benchTenant, error) {
+	db, err := e.store(ctx, url)
+	if err != nil {
+		return benchTenant{}, err
+	}
+	return e.createTenantOn(ctx, db, name, plan)
+}
+
+// createTenantOn creates a tenant in db, on a plan of the bench's plans.
+func (e *benchEnv) createTenantOn(ctx context.Context, db *sqlstore.DB, name, plan string) (benchTenant, error) {
 	table, err := sb.LoadPlans(e.plans)
 	if err != nil {
 		return benchTenant{}, err
 	}
 	if _, ok := table[plan]; !ok {
 		return benchTenant{}, fmt.Errorf("tenant create: unknown plan %q", plan)
-	}
-	db, err := e.store(ctx, url)
-	if err != nil {
-		return benchTenant{}, err
 	}
 	t, err := ops.CreateTenant(ctx, db, name, plan)
 	if err != nil {
@@ -471,6 +476,12 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	defer os.RemoveAll(tmp)
 	env := &benchEnv{database: c.Database, plans: filepath.Join(tmp, "plans.json"), getenv: c.Getenv, stderr: stderr, binary: c.Binary}
 	defer env.close()
+	if len(c.Nodes) > 0 { // a schema of its own for every node count
+		if err := os.WriteFile(env.plans, []byte(benchPlans), 0o600); err != nil {
+			return err
+		}
+		return runNodes(ctx, env, c, benchOptions{duration: c.Duration, warmup: c.Warmup, rounds: c.Rounds, connections: c.Connections, json: c.JSON}, stdout)
+	}
 	dbLabel := "sqlite (temporary)"
 	switch {
 	case env.database == "":
@@ -496,9 +507,6 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 
 	env.dbLabel = dbLabel
 	o := benchOptions{duration: c.Duration, warmup: c.Warmup, rounds: c.Rounds, connections: c.Connections, json: c.JSON}
-	if len(c.Nodes) > 0 {
-		return runNodes(ctx, env, c, o, stdout)
-	}
 	cfg := server.Config{Addr: "127.0.0.1:0", Database: env.database, PlansFile: env.plans, LogLevel: "info", ShutdownTimeout: 5 * time.Second}
 	if sc.configure != nil {
 		sc.configure(&cfg)

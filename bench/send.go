@@ -252,11 +252,23 @@ type benchPipelineFigures struct {
 	P99Pass             bool       `json:"p99_pass"`
 	Commits             int64      `json:"commits"`
 	WritesPerCommit     benchFloat `json:"writes_per_commit"`
+
+	end time.Time // the end of the run
 }
 
 // report runs once the rounds are over: it stops the sampling, waits for the
 // backlog to drain, and computes the pipeline's figures.
 func (p *benchSendPipeline) report(ctx context.Context, o rounds.Outcome) (benchReport, error) {
+	f, err := p.figures(ctx, o)
+	if err != nil {
+		return benchReport{}, err
+	}
+	return p.text(f, o, true)
+}
+
+// figures stops the sampling, waits for the backlog to drain, and computes
+// the pipeline's figures.
+func (p *benchSendPipeline) figures(ctx context.Context, o rounds.Outcome) (benchPipelineFigures, error) {
 	// An interrupted run (ctx cancelled) still gets its figures, without
 	// the wait for the drain.
 	interrupted := ctx.Done()
@@ -265,20 +277,20 @@ func (p *benchSendPipeline) report(ctx context.Context, o rounds.Outcome) (bench
 	batches, writes := sqlstore.BatchStats()
 	p.stop()
 	if err := p.sample(ctx); err != nil {
-		return benchReport{}, err
+		return benchPipelineFigures{}, err
 	}
 	countsEnd, err := p.store.MessageCounts(ctx)
 	if err != nil {
-		return benchReport{}, err
+		return benchPipelineFigures{}, err
 	}
 	p.mu.Lock()
 	samples, sampleErr := slices.Clone(p.samples), p.err
 	p.mu.Unlock()
 	if sampleErr != nil {
-		return benchReport{}, sampleErr
+		return benchPipelineFigures{}, sampleErr
 	}
 
-	f := benchPipelineFigures{Scenario: "send", Pipeline: true, RunS: benchFloat(end.Sub(p.start).Seconds())}
+	f := benchPipelineFigures{Scenario: "send", Pipeline: true, RunS: benchFloat(end.Sub(p.start).Seconds()), end: end}
 	f.BacklogEnd = samples[len(samples)-1].backlog
 	f.Commits, f.WritesPerCommit = batches-p.batches0, benchFloat(math.NaN())
 	if f.Commits > 0 {
@@ -295,11 +307,11 @@ func (p *benchSendPipeline) report(ctx context.Context, o rounds.Outcome) (bench
 	for backlog > 0 && time.Since(drainStart) < benchSendDrainWait {
 		select {
 		case <-interrupted:
-			return benchReport{}, errors.New("interrupted while waiting for the backlog to drain")
+			return benchPipelineFigures{}, errors.New("interrupted while waiting for the backlog to drain")
 		case <-time.After(50 * time.Millisecond):
 		}
 		if backlog, err = p.store.QueueDepth(ctx); err != nil {
-			return benchReport{}, err
+			return benchPipelineFigures{}, err
 		}
 	}
 	f.Drained = backlog == 0
@@ -309,7 +321,7 @@ func (p *benchSendPipeline) report(ctx context.Context, o rounds.Outcome) (bench
 	}
 	countsDrained, err := p.store.MessageCounts(ctx)
 	if err != nil {
-		return benchReport{}, err
+		return benchPipelineFigures{}, err
 	}
 
 	total := func(c map[string]int64) (n int64) {
@@ -356,6 +368,14 @@ func (p *benchSendPipeline) report(ctx context.Context, o rounds.Outcome) (bench
 	f.P99Ms, f.P99TargetMs = benchFloat(micros(p99)/1000), benchFloat(micros(benchSendP99Target)/1000)
 	f.P99Pass = p99 > 0 && p99 < benchSendP99Target
 
+	return f, nil
+}
+
+// text renders f as report lines, the group-commit line only when
+// groupCommit (the server ran in this process, so its counters are ours).
+func (p *benchSendPipeline) text(f benchPipelineFigures, o rounds.Outcome, groupCommit bool) (benchReport, error) {
+	run := f.end.Sub(p.start).Seconds()
+	dt := time.Duration(float64(f.LoadedS) * float64(time.Second))
 	var rep benchReport
 	if f.Failed > 0 {
 		rep.failures = append(rep.failures, fmt.Sprintf("send: %d messages failed delivery (the magic numbers used are always delivered)", f.Failed))
@@ -390,8 +410,10 @@ func (p *benchSendPipeline) report(ctx context.Context, o rounds.Outcome) (bench
 		drain = fmt.Sprintf("drained to 0 in %.2fs after the load stopped", float64(f.DrainS))
 	}
 	fmt.Fprintf(&b, "  backlog (queued + sent), sampled every %v: max %d, %d at the end of the run; %s\n", p.interval, f.BacklogMax, f.BacklogEnd, drain)
-	fmt.Fprintf(&b, "  group commit: %d transactions, %.1f writes (accepts, claims, hand-offs, outcomes) per commit\n",
-		f.Commits, float64(f.WritesPerCommit))
+	if groupCommit {
+		fmt.Fprintf(&b, "  group commit: %d transactions, %.1f writes (accepts, claims, hand-offs, outcomes) per commit\n",
+			f.Commits, float64(f.WritesPerCommit))
+	}
 	fmt.Fprintf(&b, "  pipeline keeps up (delivered >= %.2fx accepted while loaded, backlog drains within %v): %s\n",
 		benchSendKeepUp, benchSendDrainWait, verdict(f.KeepsUp))
 	rep.text = b.String()
