@@ -474,6 +474,8 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	// Child processes' lines and the progress lines meet on stderr.
+	stderr = &lockedWriter{w: stderr}
 	env := &benchEnv{database: c.Database, plans: filepath.Join(tmp, "plans.json"), getenv: c.Getenv, stderr: stderr, binary: c.Binary}
 	defer env.close()
 	if len(c.Nodes) > 0 { // a schema of its own for every node count
@@ -967,4 +969,16 @@ func (l *benchLog) problemCount() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.problems
+}
+
+// lockedWriter serialises writes to w, which several goroutines share.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -1,0 +1,143 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchboard/switchboard/internal/dbtest"
+)
+
+// switchboardBinary builds cmd/switchboard once per test run: the nodes of
+// --nodes are child processes running its `serve`.
+var switchboardBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "switchboard-bench-bin-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "switchboard")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/switchboard/switchboard/cmd/switchboard").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// TestBenchNodes runs the send scenario on one node and then on two, on
+// PostgreSQL, briefly: every node receives requests, no request fails, and
+// the report has a line for every node count and tenant count with the
+// ratios and the verdicts. It asserts nothing about the figures.
+func TestBenchNodes(t *testing.T) {
+	base := os.Getenv(dbtest.PostgresEnv)
+	if base == "" {
+		t.Skipf("%s is not set: skipping --nodes, which needs PostgreSQL", dbtest.PostgresEnv)
+	}
+	bin, err := switchboardBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	err = Run(context.Background(), Config{Scenario: "send", Duration: 2 * time.Second, Rounds: 1, Connections: 8, Database: base,
+		Nodes: []int{1, 2}, Binary: bin, JSON: true}, &stdout, &stderr)
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	type line struct {
+		Nodes, Tenants int
+		Requests       float64
+		Errors         float64
+		SendsPerS      float64  `json:"sends_per_s"`
+		MedianRatio    *float64 `json:"median_ratio"`
+		VsOneNode      *float64 `json:"vs_one_node"`
+		PerNode        []int64  `json:"requests_per_node"`
+		Failed         float64
+	}
+	var sum struct {
+		Summary  bool
+		Verdicts []string
+		Failures []string
+		ErrorsOK bool `json:"errors_ok"`
+	}
+	var lines []line
+	sc := bufio.NewScanner(&stdout)
+	for sc.Scan() {
+		if bytes.Contains(sc.Bytes(), []byte(`"summary":true`)) {
+			if err := json.Unmarshal(sc.Bytes(), &sum); err != nil {
+				t.Fatalf("summary: %v", err)
+			}
+			continue
+		}
+		var l line
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("not JSON: %s", sc.Text())
+		}
+		lines = append(lines, l)
+	}
+	if len(lines) != 4 {
+		t.Fatalf("got %d lines, want one per node count and tenant count (2 x 2)", len(lines))
+	}
+	want := [][2]int{{1, 1}, {1, 3}, {2, 1}, {2, 3}}
+	for i, l := range lines {
+		if l.Nodes != want[i][0] || l.Tenants != want[i][1] {
+			t.Errorf("line %d is %d nodes, %d tenants; want %v", i, l.Nodes, l.Tenants, want[i])
+		}
+		if l.Requests == 0 || l.Errors != 0 || l.Failed != 0 || l.SendsPerS <= 0 || l.MedianRatio == nil {
+			t.Errorf("line %d: %+v", i, l)
+		}
+		if len(l.PerNode) != l.Nodes {
+			t.Errorf("line %d: requests per node %v for %d nodes", i, l.PerNode, l.Nodes)
+		}
+		for node, n := range l.PerNode {
+			if n == 0 {
+				t.Errorf("line %d: node %d received no request", i, node+1)
+			}
+		}
+		if (l.VsOneNode != nil) != (l.Nodes == 2) {
+			t.Errorf("line %d: vs_one_node %v", i, l.VsOneNode)
+		}
+	}
+	if !sum.Summary || !sum.ErrorsOK || len(sum.Failures) != 0 {
+		t.Errorf("summary: %+v", sum)
+	}
+	// Two comparisons with one node and two one-node ratios, each with its
+	// verdict.
+	if len(sum.Verdicts) != 4 {
+		t.Errorf("verdicts: %q", sum.Verdicts)
+	}
+	for _, v := range sum.Verdicts {
+		if !strings.HasSuffix(v, ": PASS") && !strings.HasSuffix(v, ": FAIL") {
+			t.Errorf("verdict %q", v)
+		}
+	}
+}
+
+// TestBenchNodesChecks: --nodes refuses what it cannot measure before it
+// starts anything.
+func TestBenchNodesChecks(t *testing.T) {
+	for _, c := range []Config{
+		{Scenario: "send", Nodes: []int{1, 2}},                                    // SQLite
+		{Scenario: "keys", Nodes: []int{1}, Database: "postgres://127.0.0.1:1/x"}, // not send
+		{Scenario: "send", Nodes: []int{0}, Database: "postgres://127.0.0.1:1/x"}, // no node
+		{Scenario: "send", Nodes: []int{1}, Tenants: []int{0}, Database: "postgres://127.0.0.1:1/x"},
+		{Scenario: "send", Tenants: []int{2}, Database: "postgres://127.0.0.1:1/x"}, // tenants without nodes
+		{Scenario: "send", Nodes: []int{1}, Loadgen: "wrk", Database: "postgres://127.0.0.1:1/x"},
+	} {
+		c.Duration, c.Rounds, c.Connections = time.Second, 1, 1
+		var stdout, stderr bytes.Buffer
+		if err := Run(context.Background(), c, &stdout, &stderr); err == nil {
+			t.Errorf("%+v: no error", c)
+		} else if !strings.Contains(err.Error(), "--") {
+			t.Errorf("%+v: %v (names no flag)", c, err)
+		}
+	}
+}
