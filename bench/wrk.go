@@ -29,6 +29,10 @@ import (
 //go:embed wrk/send.lua
 var wrkSendLua []byte
 
+// A request wrk has no answer to within 30s (--timeout; its default is 2s,
+// which a loaded machine can exceed without anything being wrong) counts as
+// an error.
+
 // wrkThreads is wrk's -t: two, as the issue's cross-check (`wrk -t2 -c64`)
 // and the two cores of the machines this runs on have it.
 const wrkThreads = 2
@@ -128,7 +132,7 @@ func runWrk(ctx context.Context, env *benchEnv, sc *benchScenario, o benchOption
 // runWrkOnce runs wrk once against url and reads the line send.lua prints.
 func runWrkOnce(ctx context.Context, exe, script, key, url string, conns int, d time.Duration) (loadgen.Result, error) {
 	cmd := exec.CommandContext(ctx, exe, fmt.Sprintf("-t%d", min(wrkThreads, conns)), fmt.Sprintf("-c%d", conns),
-		fmt.Sprintf("-d%ds", int(d.Seconds())), "--latency", "-s", script, url)
+		fmt.Sprintf("-d%ds", int(d.Seconds())), "--timeout", "30s", "--latency", "-s", script, url)
 	cmd.Env = append(os.Environ(), "SWITCHBOARD_BENCH_KEY="+key)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
