@@ -125,14 +125,14 @@ var benchScenarios = []benchScenario{
 	{
 		name: "send",
 		about: "POST /v1/messages with a live key of a Scale tenant to simulator numbers, durable before the 202; " +
-			"also samples the delivery backlog every second and reports delivered/s and the drain time (bench_send.go)",
+			"also samples the delivery backlog every second and reports delivered/s and the drain time (bench/send.go)",
 		target: 0.35,
 		setup:  benchSendSetup,
 	},
 	{
 		name: "webhooks",
 		about: "deliveries/s to local receivers that answer 200 at once (signed, attempts recorded), and the p99 delay " +
-			"from an event's state change to the receiver at 1,000 events/s; no bare-handler rounds (bench_webhooks.go)",
+			"from an event's state change to the receiver at 1,000 events/s; no bare-handler rounds (bench/webhooks.go)",
 		configure: func(c *server.Config) { c.AllowPrivateWebhooks = true },
 		run:       benchWebhooksRun,
 	},
@@ -140,20 +140,20 @@ var benchScenarios = []benchScenario{
 		name: "devices",
 		about: "1,000 reference Android devices connected at once to one node (a child process), 1,000 sends/s spread over " +
 			"them: messages/s handed to devices, p99 from 202 to MessageEnqueued and to the device holding the message, " +
-			"server memory per device, and the same load through the simulator; no bare-handler rounds (bench_devices.go)",
+			"server memory per device, and the same load through the simulator; no bare-handler rounds (bench/devices.go)",
 		run: benchDevicesRun,
 	},
 	{
 		name: "campaign",
 		about: "a 100,000-contact campaign (CSV import, launch, expansion, delivery) beside 100/s direct sends of two tenants: " +
 			"launch latency, messages created/s against the direct-send rate, direct-send p99 and delivery delay with and " +
-			"without the campaign; no bare-handler rounds (bench_campaign.go)",
+			"without the campaign; no bare-handler rounds (bench/campaign.go)",
 		run: benchCampaignRun,
 	},
 	{
 		name: "smpp",
 		about: "sends from a phone on an SMPP link to an in-process SMSC (one bind each, window 10 and 100, no tps cap, DELIVRD receipts): " +
-			"submit_sm accepted/s through the bind, p99 from the 202 to the SMSC's submit_sm_resp; no bare-handler rounds (bench_smpp.go)",
+			"submit_sm accepted/s through the bind, p99 from the 202 to the SMSC's submit_sm_resp; no bare-handler rounds (bench/smpp.go)",
 		prepare: benchSMPPPrepare,
 		run:     benchSMPPRun,
 	},

@@ -524,6 +524,11 @@ type benchChild struct {
 	url   string
 	debug string // its pprof address
 	done  chan struct{}
+	// problems counts its log lines above INFO; the first benchLogShown
+	// go to stderr.
+	problems atomic.Int64
+	prefix   string
+	stderr   io.Writer
 }
 
 // profile saves a CPU profile of the child over d to path.
@@ -598,7 +603,7 @@ func benchStartChild(ctx context.Context, exe string, args []string, stderr io.W
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	c := &benchChild{cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{})}
+	c := &benchChild{cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{}), prefix: prefix, stderr: stderr}
 	addr := make(chan string, 1)
 	go func() {
 		defer close(c.done)
@@ -616,7 +621,9 @@ func benchStartChild(ctx context.Context, exe string, args []string, stderr io.W
 				continue
 			}
 			if !strings.Contains(line, `"level":"INFO"`) {
-				fmt.Fprintln(stderr, prefix+line)
+				if n := c.problems.Add(1); n <= benchLogShown {
+					fmt.Fprintln(stderr, prefix+line)
+				}
 			}
 		}
 	}()
@@ -641,6 +648,9 @@ func (c *benchChild) stop() {
 		c.cmd.Process.Kill()
 	}
 	c.cmd.Wait()
+	if n := c.problems.Load(); n > benchLogShown {
+		fmt.Fprintf(c.stderr, "%slogged %d warnings and errors in all\n", c.prefix, n)
+	}
 }
 
 // benchRSS returns the resident memory of process pid, in bytes (Linux).

@@ -43,6 +43,7 @@ Usage:
   switchboard dashboard link --tenant TENANT_ID [--public-url URL]   a one-time sign-in link (15 minutes)
   switchboard phone-agent --url URL --code CODE   a reference Android device (see docs/phones.md)
   switchboard bench [flags]                       benchmark against a bare net/http handler
+                        [--scenario send --nodes 1,2,3 --database postgres://...]   on several nodes
 
 Every command takes --database (env SWITCHBOARD_DATABASE, default sqlite:data/switchboard.db).
 Run "switchboard COMMAND --help" for a command's flags.
