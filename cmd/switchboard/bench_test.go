@@ -81,7 +81,7 @@ func TestBenchBadFlags(t *testing.T) {
 	// --help lists the flags but not the hidden profiling one.
 	var stderr bytes.Buffer
 	run(context.Background(), []string{"bench", "--help"}, benchNoEnv, &bytes.Buffer{}, &stderr)
-	if help := stderr.String(); !strings.Contains(help, "-connections") || strings.Contains(help, "cpuprofile") {
+	if help := stderr.String(); !strings.Contains(help, "-connections") || !strings.Contains(help, "-nodes string") || !strings.Contains(help, "-loadgen string") || strings.Contains(help, "cpuprofile") {
 		t.Errorf("help:\n%s", help)
 	}
 }
