@@ -122,7 +122,12 @@ func createTenant(ctx context.Context, db *sqlstore.DB, name, plan string, stdou
 	if err != nil {
 		return err
 	}
-	return printJSON(stdout, t)
+	// A map prints its keys in sorted order, as the README shows them.
+	out := map[string]any{"tenant_id": t.TenantID, "live_key": t.LiveKey, "test_key": t.TestKey}
+	if t.Phone != nil {
+		out["phone"] = map[string]string{"id": t.Phone.ID, "number": t.Phone.Number}
+	}
+	return printJSON(stdout, out)
 }
 
 func keyCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
