@@ -54,7 +54,7 @@ type benchScenario struct {
 	// every variant should reach; 0 means the scenario sets none.
 	target float64
 	// setup prepares the scenario against the running server, typically by
-	// creating tenants with the operator commands, and returns the variants
+	// creating tenants through package ops, and returns the variants
 	// to measure, in order.
 	setup func(ctx context.Context, env *benchEnv) ([]benchVariant, error)
 	// configure, if not nil, changes the in-process server's configuration.
