@@ -25,6 +25,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -89,37 +90,7 @@ func runNodes(ctx context.Context, env *benchEnv, c Config, o benchOptions, stdo
 		failures = append(failures, fs...)
 	}
 
-	// Each step against the one-node step (or the smallest node count).
-	ref := map[int]*nodesResult{}
-	refNodes := c.Nodes[0]
-	for _, n := range c.Nodes {
-		refNodes = min(refNodes, n)
-	}
-	for _, r := range results {
-		if r.Nodes == refNodes {
-			ref[r.Tenants] = r
-		}
-	}
-	type verdict struct {
-		text string
-		pass bool
-	}
-	var verdicts []verdict
-	for _, r := range results {
-		b := ref[r.Tenants]
-		if b != nil && r.Nodes != refNodes {
-			v, raw := benchFloat(float64(r.MedianRatio)/float64(b.MedianRatio)), benchFloat(float64(r.SendsPerS)/float64(b.SendsPerS))
-			r.VsOneNode, r.RawVsOneNode = &v, &raw
-			ok := float64(v) >= nodesScaleTarget
-			verdicts = append(verdicts, verdict{fmt.Sprintf("%d nodes vs %d, %d tenant(s): %.2fx (sends/s %.2fx); target >= %.2f: %s",
-				r.Nodes, refNodes, r.Tenants, float64(v), float64(raw), nodesScaleTarget, passFail(ok)), ok})
-		}
-		if r.Nodes == 1 {
-			ok := float64(r.MedianRatio) >= nodesOneNodeTarget
-			verdicts = append(verdicts, verdict{fmt.Sprintf("1 node, %d tenant(s): %.2fx the bare handler; target >= %.2f: %s",
-				r.Tenants, float64(r.MedianRatio), nodesOneNodeTarget, passFail(ok)), ok})
-		}
-	}
+	verdicts := nodesVerdicts(results, c.Nodes)
 	pass := len(failures) == 0
 	for _, v := range verdicts {
 		pass = pass && v.pass
@@ -176,6 +147,43 @@ func runNodes(ctx context.Context, env *benchEnv, c Config, o benchOptions, stdo
 		return fmt.Errorf("bench: %s", strings.Join(failures, "; "))
 	}
 	return nil
+}
+
+// nodesVerdict is one of the targets, checked.
+type nodesVerdict struct {
+	text string
+	pass bool
+}
+
+// nodesVerdicts compares every step with the one-node step (or the one
+// with the fewest nodes) of the same tenant count, setting the results'
+// VsOneNode, and checks the targets: N nodes >= nodesScaleTarget of one
+// node, one node >= nodesOneNodeTarget of the bare handler.
+func nodesVerdicts(results []*nodesResult, nodes []int) []nodesVerdict {
+	ref := map[int]*nodesResult{}
+	refNodes := slices.Min(nodes)
+	for _, r := range results {
+		if r.Nodes == refNodes {
+			ref[r.Tenants] = r
+		}
+	}
+	var verdicts []nodesVerdict
+	for _, r := range results {
+		b := ref[r.Tenants]
+		if b != nil && r.Nodes != refNodes {
+			v, raw := benchFloat(float64(r.MedianRatio)/float64(b.MedianRatio)), benchFloat(float64(r.SendsPerS)/float64(b.SendsPerS))
+			r.VsOneNode, r.RawVsOneNode = &v, &raw
+			ok := float64(v) >= nodesScaleTarget
+			verdicts = append(verdicts, nodesVerdict{fmt.Sprintf("%d nodes vs %d, %d tenant(s): %.2fx (sends/s %.2fx); target >= %.2f: %s",
+				r.Nodes, refNodes, r.Tenants, float64(v), float64(raw), nodesScaleTarget, passFail(ok)), ok})
+		}
+		if r.Nodes == 1 {
+			ok := float64(r.MedianRatio) >= nodesOneNodeTarget
+			verdicts = append(verdicts, nodesVerdict{fmt.Sprintf("1 node, %d tenant(s): %.2fx the bare handler; target >= %.2f: %s",
+				r.Tenants, float64(r.MedianRatio), nodesOneNodeTarget, passFail(ok)), ok})
+		}
+	}
+	return verdicts
 }
 
 // nodesStep measures n nodes on a fresh schema, one result per tenant

@@ -141,3 +141,44 @@ func TestBenchNodesChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestNodesVerdicts: each node count against one node of the same tenant
+// count, on the ratios to the bare handler, and one node against the bare
+// handler, each at its threshold.
+func TestNodesVerdicts(t *testing.T) {
+	res := func(nodes, tenants int, ratio, sends float64) *nodesResult {
+		return &nodesResult{Nodes: nodes, Tenants: tenants, MedianRatio: benchFloat(ratio), SendsPerS: benchFloat(sends)}
+	}
+	results := []*nodesResult{
+		res(1, 1, 0.25, 1000), res(1, 3, 0.24, 1000),
+		res(3, 1, 0.225, 1200), // 0.90x of one node: passes
+		res(3, 3, 0.2159, 800), // 0.8996x: fails
+	}
+	got := nodesVerdicts(results, []int{1, 3})
+	want := []struct {
+		prefix string
+		pass   bool
+	}{
+		{"1 node, 1 tenant(s): 0.25x the bare handler; target >= 0.25: PASS", true},
+		{"1 node, 3 tenant(s): 0.24x the bare handler; target >= 0.25: FAIL", false},
+		{"3 nodes vs 1, 1 tenant(s): 0.90x (sends/s 1.20x); target >= 0.90: PASS", true},
+		{"3 nodes vs 1, 3 tenant(s): 0.90x (sends/s 0.80x); target >= 0.90: FAIL", false},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("verdicts %+v", got)
+	}
+	for i, w := range want {
+		if got[i].text != w.prefix || got[i].pass != w.pass {
+			t.Errorf("verdict %d: %q %v, want %q %v", i, got[i].text, got[i].pass, w.prefix, w.pass)
+		}
+	}
+	if results[0].VsOneNode != nil || results[2].VsOneNode == nil || float64(*results[2].RawVsOneNode) != 1.2 {
+		t.Errorf("vs one node: %v, %v", results[0].VsOneNode, results[2].VsOneNode)
+	}
+	// Without a one-node step, the fewest nodes are the reference and no
+	// one-node target is checked.
+	got = nodesVerdicts([]*nodesResult{res(2, 1, 0.2, 1000), res(3, 1, 0.1, 600)}, []int{2, 3})
+	if len(got) != 1 || got[0].text != "3 nodes vs 2, 1 tenant(s): 0.50x (sends/s 0.60x); target >= 0.90: FAIL" {
+		t.Errorf("verdicts without one node: %+v", got)
+	}
+}
