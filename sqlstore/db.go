@@ -89,6 +89,12 @@ type DB struct {
 	messagesDue chan struct{}            // wakes this node's delivery workers
 	handover    atomic.Pointer[handover] // accepted sends on their way to this node's worker
 	webhooksDue chan struct{}            // wakes this node's webhook workers
+
+	// redelivered counts possible duplicate hand-offs (see Redeliveries).
+	redelivered struct {
+		takeoverMessages, takeoverDeliveries atomic.Int64
+		leaseMessages, leaseDeliveries       atomic.Int64
+	}
 }
 
 // MessagesDue is signalled (without blocking) after this process commits a

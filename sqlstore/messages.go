@@ -523,7 +523,11 @@ func (db *DB) acceptFn(ctx context.Context, s *sb.Send, h *handover) func(*Tx) e
 		default:
 			tx.afterCommit(db.wakeMessages)
 		}
-		if err := tx.insertMessage(ctx, m, &runAt, s.From != ""); err != nil {
+		claimer := ""
+		if h != nil && m.ScheduledAt == nil && !m.ViaDevice() {
+			claimer = db.node
+		}
+		if err := tx.insertMessage(ctx, m, &runAt, s.From != "", claimer); err != nil {
 			return err
 		}
 		if s.Idempotency != nil {
@@ -568,18 +572,20 @@ var errIdempotencyConflict = sb.Errorf(sb.CodeIdempotencyConflict, "This Idempot
 
 // insertMessage inserts m, due at runAt: in the delivery queue (run_at), or
 // for a message its phone's device takes, in the device queue
-// (device_due). pinned marks a message whose sender was named.
-func (t *Tx) insertMessage(ctx context.Context, m *sb.Message, runAt *time.Time, pinned bool) error {
+// (device_due). pinned marks a message whose sender was named; claimer,
+// when set, is the node that holds its claim (a send handed over to this
+// node's worker).
+func (t *Tx) insertMessage(ctx context.Context, m *sb.Message, runAt *time.Time, pinned bool, claimer string) error {
 	var queue, device any = microsOrNil(runAt), nil
 	if m.ViaDevice() {
 		queue, device = nil, microsOrNil(runAt)
 	}
-	_, err := t.exec(ctx, `INSERT INTO messages (`+messageCols+`, run_at, device_due, from_pinned, external_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := t.exec(ctx, `INSERT INTO messages (`+messageCols+`, run_at, device_due, from_pinned, external_id, claimed_by)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		m.ID, m.TenantID, string(m.Env), m.Direction, m.From, m.To, m.Body, m.Channel, m.Status,
 		nullStr(m.FailureReason), nullStr(m.ErrorCode), nullStr(m.Template), nullStr(m.CampaignID), nullStr(m.PhoneID),
 		sb.Micros(m.CreatedAt), microsOrNil(m.ScheduledAt), microsOrNil(m.SentAt), microsOrNil(m.DeliveredAt), microsOrNil(m.FailedAt),
-		m.Attempts, queue, device, boolInt(pinned), nullStr(m.ExternalID))
+		m.Attempts, queue, device, boolInt(pinned), nullStr(m.ExternalID), nullStr(claimer))
 	return err
 }
 
@@ -706,7 +712,7 @@ func (tx *Tx) inbound(ctx context.Context, m *sb.Message, hooks hookCache) error
 	if err != nil {
 		return err
 	}
-	if err := tx.insertMessage(ctx, m, nil, false); err != nil {
+	if err := tx.insertMessage(ctx, m, nil, false, ""); err != nil {
 		return err
 	}
 	return tx.emit(ctx, hooks, m, sb.EventReceived)

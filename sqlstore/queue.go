@@ -27,23 +27,31 @@ func (db *DB) ClaimDue(ctx context.Context, now time.Time, lease time.Duration, 
 	if db.dialect == Postgres {
 		lock = " FOR UPDATE SKIP LOCKED"
 	}
+	lapsed := 0
 	err := db.Write(ctx, func(tx *Tx) error {
-		out = out[:0]
+		out, lapsed = out[:0], 0
 		for _, lane := range []string{"campaign_id IS NULL", "campaign_id IS NOT NULL"} {
 			if len(out) >= limit {
 				break
 			}
-			rows, err := tx.query(ctx, `UPDATE messages SET run_at = ?, attempts = attempts + 1
-				WHERE id IN (SELECT id FROM messages WHERE run_at <= ? AND `+lane+` ORDER BY run_at LIMIT ?`+lock+`)
-				RETURNING `+messageCols, sb.Micros(now.Add(lease)), sb.Micros(now), limit-len(out))
+			// due.claimer is the claim before this one: still set, the
+			// earlier claim ran out without a result (see Redeliveries).
+			rows, err := tx.query(ctx, `UPDATE messages SET run_at = ?, attempts = attempts + 1, claimed_by = ?
+				FROM (SELECT id AS due_id, claimed_by AS claimer FROM messages WHERE run_at <= ? AND `+lane+` ORDER BY run_at LIMIT ?`+lock+`) due
+				WHERE messages.id = due.due_id
+				RETURNING `+messageCols+`, due.claimer`, sb.Micros(now.Add(lease)), db.node, sb.Micros(now), limit-len(out))
 			if err != nil {
 				return err
 			}
 			for rows.Next() {
-				m, err := scanMessage(rows)
+				var claimer sql.NullString
+				m, err := scanMessageWith(rows, &claimer)
 				if err != nil {
 					rows.Close()
 					return err
+				}
+				if claimer.Valid {
+					lapsed++
 				}
 				out = append(out, m)
 			}
@@ -54,6 +62,9 @@ func (db *DB) ClaimDue(ctx context.Context, now time.Time, lease time.Duration, 
 		}
 		return nil
 	})
+	if err == nil {
+		db.redelivered.leaseMessages.Add(int64(lapsed))
+	}
 	return out, err
 }
 
@@ -113,10 +124,10 @@ func (db *DB) RecordHandoffs(ctx context.Context, hs []sb.Handoff) error {
 			switch {
 			case h.Err == nil:
 			case h.Deferred:
-				_, err = tx.exec(ctx, `UPDATE messages SET run_at = ?, attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END
+				_, err = tx.exec(ctx, `UPDATE messages SET run_at = ?, claimed_by = NULL, attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END
 					WHERE id = ? AND status IN ('queued', 'sent') AND run_at IS NOT NULL`, sb.Micros(h.Retry), h.MessageID)
 			case !h.Retry.IsZero():
-				_, err = tx.exec(ctx, `UPDATE messages SET run_at = ? WHERE id = ? AND status IN ('queued', 'sent')`, sb.Micros(h.Retry), h.MessageID)
+				_, err = tx.exec(ctx, `UPDATE messages SET run_at = ?, claimed_by = NULL WHERE id = ? AND status IN ('queued', 'sent')`, sb.Micros(h.Retry), h.MessageID)
 			default:
 				err = tx.finish(ctx, []sb.Outcome{{MessageID: h.MessageID, FailureReason: handoffReason(h.Err), At: h.At}})
 			}

@@ -191,32 +191,37 @@ func (db *DB) ClaimDeliveries(ctx context.Context, now time.Time, lease time.Dur
 	exclude, args := notIn(full)
 	args = append([]any{sb.Micros(now)}, args...)
 	args = append(args, limit)
+	lapsed := 0
 	err := db.Write(ctx, func(tx *Tx) error {
-		out = out[:0]
-		rows, err := tx.query(ctx, `SELECT id, webhook_id FROM webhook_deliveries WHERE next_attempt_at <= ?`+exclude+`
+		out, lapsed = out[:0], 0
+		rows, err := tx.query(ctx, `SELECT id, webhook_id, leased FROM webhook_deliveries WHERE next_attempt_at <= ?`+exclude+`
 			ORDER BY next_attempt_at LIMIT ?`+lock, args...)
 		if err != nil {
 			return err
 		}
-		ids := []any{sb.Micros(now.Add(lease))}
+		ids := []any{sb.Micros(now.Add(lease)), db.node}
 		taken := map[string]int{}
 		for rows.Next() {
 			var id, hook string
-			if err := rows.Scan(&id, &hook); err != nil {
+			var leased int
+			if err := rows.Scan(&id, &hook, &leased); err != nil {
 				rows.Close()
 				return err
 			}
 			if taken[hook] < room(hook) {
 				taken[hook]++
 				ids = append(ids, id)
+				// Still leased: the lease of an earlier claim ran out
+				// without a result (see Redeliveries).
+				lapsed += leased
 			}
 		}
 		rows.Close()
-		if err := rows.Err(); err != nil || len(ids) == 1 {
+		if err := rows.Err(); err != nil || len(ids) == 2 {
 			return err
 		}
-		rows, err = tx.query(ctx, `UPDATE webhook_deliveries SET next_attempt_at = ?, leased = 1
-			WHERE id IN (`+placeholders(len(ids)-1)+`) RETURNING `+deliveryCols, ids...)
+		rows, err = tx.query(ctx, `UPDATE webhook_deliveries SET next_attempt_at = ?, leased = 1, claimed_by = ?
+			WHERE id IN (`+placeholders(len(ids)-2)+`) RETURNING `+deliveryCols, ids...)
 		if err != nil {
 			return err
 		}
@@ -230,6 +235,9 @@ func (db *DB) ClaimDeliveries(ctx context.Context, now time.Time, lease time.Dur
 		}
 		return rows.Err()
 	})
+	if err == nil {
+		db.redelivered.leaseDeliveries.Add(int64(lapsed))
+	}
 	return out, err
 }
 

@@ -46,7 +46,11 @@ type Simulator struct {
 	chatDown map[chatKey]bool // chat engine down
 	pending  []pending        // ordered by due time (constant delay)
 	wake     chan struct{}
-	handed   map[string]bool // message ids handed over and not yet reported
+	// accepted remembers the message ids handed over within DedupWindow
+	// (at most DedupMax), oldest first in order, as a provider that
+	// deduplicates by message id does.
+	accepted map[string]acceptance
+	order    []string
 	dups     int
 
 	done chan struct{}
@@ -56,6 +60,25 @@ type chatKey struct {
 	tenantID string
 	env      sb.Environment
 }
+
+type acceptance struct {
+	at  time.Time
+	out sb.Outcome
+}
+
+// The simulator deduplicates like a provider with idempotent sends: a
+// message id it accepted within DedupWindow (and among the last DedupMax)
+// is a duplicate, sent to no one again; it is counted (Duplicates) and the
+// first hand-off's outcome is reported once more, so the queue still learns
+// the result. The window covers the delivery worker's outcome deadline (30
+// s by default), after which a message is handed over again. The ids of
+// one process only: a node that takes over a dead node's messages hands
+// them to its own simulator, which never saw them (those show in the
+// takeover counts, see docs/scale-out.md).
+const (
+	DedupWindow = 2 * time.Minute
+	DedupMax    = 1 << 17
+)
 
 type pending struct {
 	due time.Time
@@ -73,7 +96,7 @@ func New(delay time.Duration) *Simulator {
 		outcomes: make(chan sb.Outcome, 8192),
 		chatDown: map[chatKey]bool{},
 		wake:     make(chan struct{}, 1),
-		handed:   map[string]bool{},
+		accepted: map[string]acceptance{},
 		done:     make(chan struct{}),
 	}
 	go s.loop()
@@ -127,8 +150,9 @@ func (s *Simulator) SetChatDown(tenantID string, env sb.Environment, down bool) 
 	s.mu.Unlock()
 }
 
-// Send implements sb.Provider. A message handed over twice is delivered
-// once more in the simulation; Handoffs reports how often each id came.
+// Send implements sb.Provider. A message id handed over again within
+// DedupWindow is a duplicate: counted, not sent again, its first outcome
+// reported again.
 func (s *Simulator) Send(ctx context.Context, m *sb.Message) error {
 	out := sb.Outcome{MessageID: m.ID, Delivered: true}
 	switch {
@@ -139,10 +163,14 @@ func (s *Simulator) Send(ctx context.Context, m *sb.Message) error {
 	}
 	now := time.Now()
 	s.mu.Lock()
-	if s.handed[m.ID] {
+	s.forget(now)
+	if a, ok := s.accepted[m.ID]; ok {
 		s.dups++
+		out = a.out
+	} else {
+		s.accepted[m.ID] = acceptance{at: now, out: out}
+		s.order = append(s.order, m.ID)
 	}
-	s.handed[m.ID] = true
 	s.pending = append(s.pending, pending{due: now.Add(s.delay), out: out})
 	first := len(s.pending) == 1
 	s.mu.Unlock()
@@ -155,9 +183,25 @@ func (s *Simulator) Send(ctx context.Context, m *sb.Message) error {
 	return nil
 }
 
-// Duplicates returns how many hand-offs repeated a message this simulator
-// held and had not yet reported. (Repeats across a crash show in the
-// message's attempts instead.)
+// forget drops the ids accepted before the window, or beyond DedupMax.
+func (s *Simulator) forget(now time.Time) {
+	i := 0
+	for i < len(s.order) && (len(s.order)-i > DedupMax || now.Sub(s.accepted[s.order[i]].at) > DedupWindow) {
+		delete(s.accepted, s.order[i])
+		i++
+	}
+	if i > 0 {
+		s.order = s.order[i:]
+		if cap(s.order) > 2*DedupMax && len(s.order) < cap(s.order)/4 {
+			s.order = append([]string(nil), s.order...)
+		}
+	}
+}
+
+// Duplicates returns how many hand-offs repeated a message id this
+// simulator had accepted within DedupWindow. (Repeats across a crash, or
+// on another node, show in the message's attempts and in the takeover
+// counts instead.)
 func (s *Simulator) Duplicates() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -179,9 +223,6 @@ func (s *Simulator) loop() {
 		}
 		ready := append([]pending(nil), s.pending[:i]...)
 		s.pending = s.pending[i:]
-		for _, p := range ready {
-			delete(s.handed, p.out.MessageID)
-		}
 		var next time.Duration = time.Hour
 		if len(s.pending) > 0 {
 			next = time.Until(s.pending[0].due)

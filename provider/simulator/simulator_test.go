@@ -2,6 +2,7 @@ package simulator
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -158,22 +159,60 @@ func TestOutcomesKeepComing(t *testing.T) {
 }
 
 func TestDuplicates(t *testing.T) {
-	// Without its clock goroutine the simulator holds every hand-off, so a
-	// message handed over twice is a duplicate whatever the timing.
-	s := &Simulator{delay: 100 * time.Millisecond, outcomes: make(chan sb.Outcome, 8), chatDown: map[chatKey]bool{},
-		wake: make(chan struct{}, 1), handed: map[string]bool{}, done: make(chan struct{})}
-	m := &sb.Message{ID: "dup", To: "+12125550123"}
+	// A message id handed over again, even after its outcome was
+	// reported, is a duplicate: counted, and its first outcome reported
+	// again (the queue learns the result of every hand-off).
+	s := New(time.Millisecond)
+	defer s.Close()
+	m := &sb.Message{ID: "dup", To: FailNumber}
 	s.Send(context.Background(), m)
+	if o := receive(t, s); o.MessageID != "dup" || o.FailureReason != FailureReason {
+		t.Fatalf("outcome %+v", o)
+	}
 	s.Send(context.Background(), &sb.Message{ID: "other", To: "+12125550123"})
+	receive(t, s)
 	if n := s.Duplicates(); n != 0 {
 		t.Errorf("Duplicates() = %d, want 0", n)
 	}
-	s.Send(context.Background(), m)
+	// Sent again to another number: not sent again, the first outcome stands.
+	s.Send(context.Background(), &sb.Message{ID: "dup", To: "+12125550123"})
 	if n := s.Duplicates(); n != 1 {
 		t.Errorf("Duplicates() = %d, want 1", n)
 	}
-	if len(s.pending) != 3 {
-		t.Errorf("%d pending outcomes, want 3 (each hand-off is reported)", len(s.pending))
+	if o := receive(t, s); o.MessageID != "dup" || o.Delivered || o.FailureReason != FailureReason {
+		t.Errorf("outcome of the duplicate %+v, want the first one's (failed)", o)
+	}
+}
+
+func TestDuplicatesForgotten(t *testing.T) {
+	// Ids accepted before the window are forgotten, and the memory holds
+	// at most DedupMax of them.
+	s := New(time.Millisecond)
+	defer s.Close()
+	now := time.Now()
+	s.mu.Lock()
+	s.accepted["old"] = acceptance{at: now.Add(-DedupWindow - time.Second)}
+	s.accepted["recent"] = acceptance{at: now.Add(-DedupWindow + time.Minute)}
+	s.order = []string{"old", "recent"}
+	s.mu.Unlock()
+	s.Send(context.Background(), &sb.Message{ID: "old", To: "+12125550123"})
+	s.Send(context.Background(), &sb.Message{ID: "recent", To: "+12125550123"})
+	if n := s.Duplicates(); n != 1 {
+		t.Errorf("Duplicates() = %d, want 1 (only the id within the window)", n)
+	}
+	s.mu.Lock()
+	s.order = s.order[:0]
+	clear(s.accepted)
+	for i := range DedupMax + 10 {
+		id := fmt.Sprint("m", i)
+		s.accepted[id] = acceptance{at: now}
+		s.order = append(s.order, id)
+	}
+	s.forget(now)
+	n, first := len(s.accepted), s.order[0]
+	s.mu.Unlock()
+	if n != DedupMax || first != "m10" {
+		t.Errorf("%d ids kept, oldest %s; want %d, m10", n, first, DedupMax)
 	}
 }
 

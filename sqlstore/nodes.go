@@ -1,0 +1,174 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	sb "github.com/switchboard/switchboard"
+)
+
+// Node liveness (PostgreSQL). Every node registers in the nodes table under
+// its id (NodeID, random per process) and beats; a live node that finds
+// another's beat older than the dead-after limit marks it dead and, in the
+// same transaction, makes the dead node's claims due again (TakeOverDead).
+// Beats and the dead-after comparison use the database's clock, so that a
+// node whose clock is off neither declares others dead early nor looks dead
+// itself.
+//
+// The conditional UPDATE of the node's row is what makes one node, and only
+// one, take a dead node's work over: PostgreSQL makes a second concurrent
+// UPDATE of the row wait for the first and then see dead_at already set.
+
+// dbClock is the database's clock in microseconds since the epoch.
+const dbClock = `(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT`
+
+// deadNodeRetention is how long the row of a dead node is kept.
+const deadNodeRetention = time.Hour
+
+// NodeID returns this process's node id: it names the claims the process
+// holds and its row in the nodes table.
+func (db *DB) NodeID() string { return db.node }
+
+// Redeliveries returns what this process made due again or claimed again
+// (see sb.Redeliveries), since it started.
+func (db *DB) Redeliveries() sb.Redeliveries {
+	return sb.Redeliveries{
+		TakeoverMessages: db.redelivered.takeoverMessages.Load(), TakeoverDeliveries: db.redelivered.takeoverDeliveries.Load(),
+		LeaseMessages: db.redelivered.leaseMessages.Load(), LeaseDeliveries: db.redelivered.leaseDeliveries.Load(),
+	}
+}
+
+var errNodesNeedPostgres = errors.New("node liveness needs PostgreSQL (one SQLite file has one node)")
+
+// RegisterNode records this node as live, beating now; addr is the address
+// it listens on, for the operator.
+func (db *DB) RegisterNode(ctx context.Context, addr string) error {
+	if db.dialect != Postgres {
+		return errNodesNeedPostgres
+	}
+	_, err := db.exec(ctx, `INSERT INTO nodes (id, addr, started_at, heartbeat_at) VALUES (?, ?, `+dbClock+`, `+dbClock+`)
+		ON CONFLICT (id) DO UPDATE SET addr = EXCLUDED.addr, heartbeat_at = EXCLUDED.heartbeat_at, dead_at = NULL, dead_by = NULL`,
+		db.node, addr)
+	return err
+}
+
+// Heartbeat records that this node is alive. When another node had
+// declared it dead meanwhile (it was paused, or could not reach the
+// database, for longer than the dead-after limit), its claims have been
+// taken over: Heartbeat registers it again and returns the node that
+// declared it dead (or "" when its row was gone).
+func (db *DB) Heartbeat(ctx context.Context, addr string) (declaredDeadBy string, wasDead bool, err error) {
+	if db.dialect != Postgres {
+		return "", false, errNodesNeedPostgres
+	}
+	res, err := db.exec(ctx, `UPDATE nodes SET heartbeat_at = `+dbClock+` WHERE id = ? AND dead_at IS NULL`, db.node)
+	if err != nil {
+		return "", false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		return "", false, err
+	}
+	var by sql.NullString
+	if err := db.queryRow(ctx, `SELECT dead_by FROM nodes WHERE id = ?`, db.node).Scan(&by); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return "", false, err
+	}
+	return by.String, true, db.RegisterNode(ctx, addr)
+}
+
+// TakeOverDead marks dead every other node whose last beat is older than
+// deadAfter and makes its claimed messages and leased webhook deliveries
+// due at now, all in one transaction; it returns what it moved, one entry
+// per node it declared dead. Rows of nodes dead for an hour are deleted.
+func (db *DB) TakeOverDead(ctx context.Context, deadAfter time.Duration, now time.Time) ([]sb.Takeover, error) {
+	if db.dialect != Postgres {
+		return nil, errNodesNeedPostgres
+	}
+	var out []sb.Takeover
+	err := db.inTx(ctx, func(tx *Tx) error {
+		rows, err := tx.query(ctx, `UPDATE nodes SET dead_at = `+dbClock+`, dead_by = ?
+			WHERE dead_at IS NULL AND id <> ? AND heartbeat_at < `+dbClock+` - ? RETURNING id, heartbeat_at, dead_at`,
+			db.node, db.node, deadAfter.Microseconds())
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var t sb.Takeover
+			var beat, dead int64
+			if err := rows.Scan(&t.Node, &beat, &dead); err != nil {
+				rows.Close()
+				return err
+			}
+			t.LastHeartbeat, t.DeclaredDead = sb.FromMicros(beat), sb.FromMicros(dead)
+			out = append(out, t)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for i := range out {
+			if out[i].Messages, out[i].Deliveries, err = tx.releaseClaims(ctx, out[i].Node, now); err != nil {
+				return err
+			}
+		}
+		_, err = tx.exec(ctx, `DELETE FROM nodes WHERE dead_at < `+dbClock+` - ?`, deadNodeRetention.Microseconds())
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range out {
+		db.redelivered.takeoverMessages.Add(int64(t.Messages))
+		db.redelivered.takeoverDeliveries.Add(int64(t.Deliveries))
+		if t.Messages > 0 {
+			db.wakeMessages()
+		}
+		if t.Deliveries > 0 {
+			db.wakeWebhooks()
+		}
+	}
+	return out, nil
+}
+
+// LeaveCluster is a clean stop: it makes this node's claimed messages and
+// leased deliveries due at now, for the other nodes, and deletes its row.
+// Call it once this node's workers have stopped.
+func (db *DB) LeaveCluster(ctx context.Context, now time.Time) (sb.Takeover, error) {
+	t := sb.Takeover{Node: db.node}
+	if db.dialect != Postgres {
+		return t, errNodesNeedPostgres
+	}
+	err := db.inTx(ctx, func(tx *Tx) error {
+		var err error
+		if t.Messages, t.Deliveries, err = tx.releaseClaims(ctx, db.node, now); err != nil {
+			return err
+		}
+		_, err = tx.exec(ctx, `DELETE FROM nodes WHERE id = ?`, db.node)
+		return err
+	})
+	return t, err
+}
+
+// releaseClaims makes the messages node has claimed (queued, or sent and
+// waiting for their outcome) and the webhook deliveries it has leased due at
+// now, unclaimed. The statements follow the queues' partial indexes (one per
+// lane of messages), which hold only the outstanding work.
+func (t *Tx) releaseClaims(ctx context.Context, node string, now time.Time) (msgs, dels int, err error) {
+	for _, lane := range []string{"campaign_id IS NULL", "campaign_id IS NOT NULL"} {
+		res, err := t.exec(ctx, `UPDATE messages SET run_at = ?, claimed_by = NULL
+			WHERE run_at IS NOT NULL AND `+lane+` AND claimed_by = ? AND status IN ('queued', 'sent')`, sb.Micros(now), node)
+		if err != nil {
+			return 0, 0, err
+		}
+		n, _ := res.RowsAffected()
+		msgs += int(n)
+	}
+	res, err := t.exec(ctx, `UPDATE webhook_deliveries SET next_attempt_at = ?, leased = 0, claimed_by = NULL
+		WHERE next_attempt_at IS NOT NULL AND leased = 1 AND claimed_by = ? AND status = 'pending'`, sb.Micros(now), node)
+	if err != nil {
+		return 0, 0, err
+	}
+	n, _ := res.RowsAffected()
+	return msgs, int(n), nil
+}
