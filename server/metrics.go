@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	sb "github.com/switchboard/switchboard"
+	"github.com/switchboard/switchboard/provider/simulator"
 	"github.com/switchboard/switchboard/sqlstore"
 )
 
@@ -77,4 +78,48 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.phones, prometheus.GaugeValue, float64(n), k[0], k[1])
 		}
 	}
+}
+
+// redeliveryCollector exposes the possible duplicate hand-offs of this node:
+// messages and webhook deliveries it took over from dead nodes or claimed
+// again after a lease ran out, and the hand-offs its simulator recognised
+// as duplicates by message id.
+type redeliveryCollector struct {
+	db  *sqlstore.DB
+	sim *simulator.Simulator
+
+	messages, deliveries, simDups *prometheus.Desc
+}
+
+func newRedeliveryCollector(db *sqlstore.DB, sim *simulator.Simulator) *redeliveryCollector {
+	return &redeliveryCollector{
+		db: db, sim: sim,
+		messages: prometheus.NewDesc("switchboard_delivery_redeliveries_total",
+			"Messages this node made due again or claimed again after another claim on them ended without a result, each a possible duplicate hand-off "+
+				"(the provider gets the same message id again), by reason: takeover (moved from a node this node declared dead) or "+
+				"lease (claimed after an earlier claim's lease or outcome deadline ran out, or on SQLite a restart released it).",
+			[]string{"reason"}, nil),
+		deliveries: prometheus.NewDesc("switchboard_webhook_redeliveries_total",
+			"Webhook deliveries this node made due again or claimed again after another claim on them ended without a result, each a possible "+
+				"duplicate (the endpoint gets the same delivery id again), by reason: takeover or lease (as switchboard_delivery_redeliveries_total).",
+			[]string{"reason"}, nil),
+		simDups: prometheus.NewDesc("switchboard_simulator_duplicates_total",
+			"Hand-offs to this node's simulator of a message id it had already accepted (within its deduplication window): not sent again.",
+			nil, nil),
+	}
+}
+
+func (c *redeliveryCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.messages
+	ch <- c.deliveries
+	ch <- c.simDups
+}
+
+func (c *redeliveryCollector) Collect(ch chan<- prometheus.Metric) {
+	r := c.db.Redeliveries()
+	ch <- prometheus.MustNewConstMetric(c.messages, prometheus.CounterValue, float64(r.TakeoverMessages), "takeover")
+	ch <- prometheus.MustNewConstMetric(c.messages, prometheus.CounterValue, float64(r.LeaseMessages), "lease")
+	ch <- prometheus.MustNewConstMetric(c.deliveries, prometheus.CounterValue, float64(r.TakeoverDeliveries), "takeover")
+	ch <- prometheus.MustNewConstMetric(c.deliveries, prometheus.CounterValue, float64(r.LeaseDeliveries), "lease")
+	ch <- prometheus.MustNewConstMetric(c.simDups, prometheus.CounterValue, float64(c.sim.Duplicates()))
 }

@@ -62,6 +62,12 @@ type Config struct {
 	ShutdownTimeout      time.Duration
 	// DeliveryLease is how long a node reserves a claimed message.
 	DeliveryLease time.Duration
+	// HeartbeatInterval is how often a node of a PostgreSQL cluster beats
+	// in the nodes table; NodeDeadAfter how long without a beat makes it
+	// dead, its claimed messages and webhook deliveries taken over by a
+	// live node (defaults 1 s and 3 s; NodeDeadAfter at least twice
+	// HeartbeatInterval). Unused on SQLite.
+	HeartbeatInterval, NodeDeadAfter time.Duration
 	// DebugAddr, when set, serves pprof there.
 	DebugAddr string
 	// Identity-provider tokens: an HS256 secret (at least 32 bytes) or a
@@ -104,6 +110,12 @@ func (c *Config) defaults() {
 	}
 	if c.DeliveryLease == 0 {
 		c.DeliveryLease = 30 * time.Second
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = delivery.DefaultHeartbeat
+	}
+	if c.NodeDeadAfter == 0 {
+		c.NodeDeadAfter = delivery.DefaultDeadAfter
 	}
 	if c.PhoneOfflineAfter == 0 {
 		c.PhoneOfflineAfter = sb.DefaultPhoneOfflineAfter
@@ -184,6 +196,9 @@ func Run(ctx context.Context, c Config) error {
 		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			return fmt.Errorf("--public-url %q: want an absolute http(s) URL such as https://sms.example.com", c.PublicURL)
 		}
+	}
+	if c.HeartbeatInterval < 0 || c.NodeDeadAfter < 2*c.HeartbeatInterval {
+		return fmt.Errorf("--node-dead-after (%v) must be at least twice --heartbeat-interval (%v): one late beat must not make a node dead", c.NodeDeadAfter, c.HeartbeatInterval)
 	}
 	slog.SetDefault(log)
 	plans, err := sb.LoadPlans(c.PlansFile)
@@ -273,7 +288,7 @@ func Run(ctx context.Context, c Config) error {
 	defer router.Close()
 	router.Handle(sb.PhoneSMPP, carriers)
 	router.Handle(sb.PhoneTwilio, carriers)
-	reg.MustRegister(newStoreCollector(db, routing, log))
+	reg.MustRegister(newStoreCollector(db, routing, log), newRedeliveryCollector(db, sim))
 	observer := delivery.NewObserver(reg, log)
 	db.SetObserver(observer.Observe)
 	devices := android.New(android.Config{Store: db, Routing: routing, ValidFor: c.DeviceValidFor, PublicURL: c.PublicURL, Registry: reg})
@@ -322,6 +337,21 @@ func Run(ctx context.Context, c Config) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	srv.RegisterOnShutdown(devices.Shutdown) // the devices' event streams never end on their own
+
+	// On PostgreSQL the node beats in the nodes table from before its
+	// workers claim anything until after they stopped (see Liveness).
+	var live *delivery.Liveness
+	liveCtx, stopLive := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLive()
+	var liveDone sync.WaitGroup
+	if db.Dialect() == sqlstore.Postgres {
+		live = &delivery.Liveness{Store: db, Addr: ln.Addr().String(), Interval: c.HeartbeatInterval, DeadAfter: c.NodeDeadAfter, Log: log}
+		if err := live.Register(ctx); err != nil {
+			ln.Close()
+			return fmt.Errorf("registering the node: %w", err)
+		}
+		liveDone.Go(func() { live.Run(liveCtx) })
+	}
 
 	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
@@ -374,6 +404,16 @@ func Run(ctx context.Context, c Config) error {
 	}
 	stopBg()
 	wg.Wait()
+	if live != nil {
+		// The workers have stopped: what this node still claims (sent
+		// messages waiting for outcomes the simulator will not report now,
+		// deliveries not attempted) goes to the other nodes at once.
+		stopLive()
+		liveDone.Wait()
+		lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		live.Leave(lctx)
+		cancel()
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}

@@ -34,12 +34,27 @@ func (db *DB) ClaimDue(ctx context.Context, now time.Time, lease time.Duration, 
 			if len(out) >= limit {
 				break
 			}
-			// due.claimer is the claim before this one: still set, the
-			// earlier claim ran out without a result (see Redeliveries).
-			rows, err := tx.query(ctx, `UPDATE messages SET run_at = ?, attempts = attempts + 1, claimed_by = ?
-				FROM (SELECT id AS due_id, claimed_by AS claimer FROM messages WHERE run_at <= ? AND `+lane+` ORDER BY run_at LIMIT ?`+lock+`) due
+			// A claim still set on a due message is an earlier claim that
+			// ran out without a result (see Redeliveries): PostgreSQL
+			// returns it from the join (due.claimer); SQLite, whose RETURNING
+			// sees only the updated row, counts them first (one writer: the
+			// same rows).
+			query := `UPDATE messages SET run_at = ?, attempts = attempts + 1, claimed_by = ?
+				FROM (SELECT id AS due_id, claimed_by AS claimer FROM messages WHERE run_at <= ? AND ` + lane + ` ORDER BY run_at LIMIT ?` + lock + `) due
 				WHERE messages.id = due.due_id
-				RETURNING `+messageCols+`, due.claimer`, sb.Micros(now.Add(lease)), db.node, sb.Micros(now), limit-len(out))
+				RETURNING ` + messageCols + `, due.claimer`
+			if db.dialect == SQLite {
+				var n int
+				if err := tx.queryRow(ctx, `SELECT COUNT(claimed_by) FROM (SELECT claimed_by FROM messages WHERE run_at <= ? AND `+lane+` ORDER BY run_at LIMIT ?)`,
+					sb.Micros(now), limit-len(out)).Scan(&n); err != nil {
+					return err
+				}
+				lapsed += n
+				query = `UPDATE messages SET run_at = ?, attempts = attempts + 1, claimed_by = ?
+					WHERE id IN (SELECT id FROM messages WHERE run_at <= ? AND ` + lane + ` ORDER BY run_at LIMIT ?)
+					RETURNING ` + messageCols + `, NULL`
+			}
+			rows, err := tx.query(ctx, query, sb.Micros(now.Add(lease)), db.node, sb.Micros(now), limit-len(out))
 			if err != nil {
 				return err
 			}
@@ -114,7 +129,7 @@ func (db *DB) RecordHandoffs(ctx context.Context, hs []sb.Handoff) error {
 			// A message whose carrier already accepted it is no longer in the
 			// queue (run_at NULL: its receipt finishes it): it stays out.
 			if _, err := tx.exec(ctx, `UPDATE messages SET status = 'sent', sent_at = COALESCE(sent_at, ?),
-				run_at = CASE WHEN run_at IS NULL THEN NULL ELSE ? END
+				run_at = CASE WHEN run_at IS NULL THEN NULL ELSE CAST(? AS BIGINT) END
 				WHERE id IN (`+placeholders(len(taken))+`) AND status IN ('queued', 'sent')`, args...); err != nil {
 				return err
 			}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	sb "github.com/switchboard/switchboard"
+	"github.com/switchboard/switchboard/delivery"
 	"github.com/switchboard/switchboard/provider/android"
 	switchboard "github.com/switchboard/switchboard/server"
 )
@@ -19,6 +20,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	redisURL := f.string("redis-url", "", "redis://host:port: share rate limits between nodes through Redis (default: in-process)")
 	allowPrivate := f.bool("allow-private-webhooks", false, "allow webhook urls on loopback and private addresses (for local development and tests)")
 	lease := f.duration("delivery-lease", 30*time.Second, "how long a node reserves a claimed message, and waits for a sent message's outcome, before another node may hand it over again (PostgreSQL; SQLite restarts release leases at once)")
+	heartbeat := f.duration("heartbeat-interval", delivery.DefaultHeartbeat, "PostgreSQL: how often this node beats in the nodes table")
+	deadAfter := f.duration("node-dead-after", delivery.DefaultDeadAfter, "PostgreSQL: a node that has not beaten for this long is dead, and a live node makes its claimed messages and webhook deliveries due at once (at least twice --heartbeat-interval)")
 	debugAddr := f.string("debug-addr", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060); off by default")
 	idpSecret := f.string("idp-hs256-secret", "", "accept identity-provider JWTs signed HS256 with this secret (prefer the environment variable)")
 	idpJWKS := f.string("idp-jwks", "", "accept identity-provider JWTs signed RS256/ES256 by the keys of this JWKS file")
@@ -39,6 +42,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	return switchboard.Run(ctx, switchboard.Config{Addr: *addr, Database: *db, PlansFile: *plans, LogLevel: *logLevel, Log: stderr,
 		RedisURL: *redisURL, ShutdownTimeout: *shutdown, AllowPrivateWebhooks: *allowPrivate, DeliveryLease: *lease,
+		HeartbeatInterval: *heartbeat, NodeDeadAfter: *deadAfter,
 		DebugAddr: *debugAddr, IdPSecret: *idpSecret, IdPJWKS: *idpJWKS, IdPIssuer: *idpIssuer, IdPAudience: *idpAudience,
 		TLSCert: *tlsCert, TLSKey: *tlsKey, PublicURL: *publicURL, PhoneOfflineAfter: *offlineAfter, DeviceValidFor: *validFor,
 		ProvidersFile: *providers, Getenv: getenv})

@@ -1,0 +1,201 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+	"testing"
+	"time"
+
+	sb "github.com/switchboard/switchboard"
+)
+
+// claimState reads a message's or a delivery's claim: its node and when
+// it is due.
+func claimState(t *testing.T, db *DB, table, id string) (claimer string, due int64) {
+	t.Helper()
+	col := "run_at"
+	if table == "webhook_deliveries" {
+		col = "next_attempt_at"
+	}
+	var c sql.NullString
+	var d sql.NullInt64
+	if err := db.queryRow(context.Background(), `SELECT claimed_by, `+col+` FROM `+table+` WHERE id = ?`, id).Scan(&c, &d); err != nil {
+		t.Fatal(err)
+	}
+	return c.String, d.Int64
+}
+
+// A node that stops beating is declared dead by one live node, once, and
+// its claimed messages (queued, or sent and waiting for their outcome) and
+// leased webhook deliveries become due at once and unclaimed; other nodes'
+// claims, and work nobody claimed, stay as they are. The dead node learns
+// it at its next beat and is registered again. Claims that lapse are
+// counted as lease redeliveries, taken-over ones as takeovers.
+func TestTakeOverDead(t *testing.T) {
+	url := testPostgresURL(t)
+	a, b, c := openTestDB(t, url), openTestDB(t, url), openTestDB(t, url)
+	ctx := context.Background()
+	for _, n := range []*DB{a, b, c} {
+		if err := n.RegisterNode(ctx, "127.0.0.1:1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tn := writeTestTenant(t, a)
+	writeTestPhone(t, a, tn.ID, 0)
+	var ids []string
+	for range 5 {
+		s := testSend(tn.ID)
+		if err := a.AcceptSend(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, s.Message.ID)
+	}
+	sched := testSend(tn.ID)
+	later := time.Now().Add(time.Hour).UTC()
+	sched.Message.ScheduledAt = &later
+	if err := a.AcceptSend(ctx, sched); err != nil {
+		t.Fatal(err)
+	}
+	// a claims three: one stays queued, one is sent (waiting for its
+	// outcome), one is delivered; b claims the other two, and delivers one.
+	got, err := a.ClaimDue(ctx, time.Now(), time.Minute, 3)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("a.ClaimDue = %d, %v", len(got), err)
+	}
+	queued, sent, done := got[0].ID, got[1].ID, got[2].ID
+	if got, err := b.ClaimDue(ctx, time.Now(), time.Minute, 3); err != nil || len(got) != 2 {
+		t.Fatalf("b.ClaimDue = %d, %v", len(got), err)
+	}
+	now := time.Now()
+	if err := a.RecordHandoffs(ctx, []sb.Handoff{{MessageID: sent, At: now, OutcomeBy: now.Add(time.Minute)}}); err != nil {
+		t.Fatal(err)
+	}
+	hook := &sb.Webhook{ID: sb.NewID(), TenantID: tn.ID, Env: sb.Live, URL: "http://127.0.0.1:1/h", Events: []string{sb.EventDelivered},
+		Secret: "0123456789abcdef", CreatedAt: now}
+	if err := a.CreateWebhook(ctx, hook); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RecordOutcomes(ctx, []sb.Outcome{{MessageID: done, Delivered: true, At: now}}); err != nil {
+		t.Fatal(err)
+	}
+	room := func(string) int { return 10 }
+	dels, err := a.ClaimDeliveries(ctx, time.Now(), time.Minute, 10, nil, room)
+	if err != nil || len(dels) != 1 {
+		t.Fatalf("a.ClaimDeliveries = %d, %v", len(dels), err)
+	}
+	// b holds the delivery of the message it delivered.
+	if err := b.RecordOutcomes(ctx, []sb.Outcome{{MessageID: ids[4], Delivered: true, At: now}}); err != nil {
+		t.Fatal(err)
+	}
+	bDels, err := b.ClaimDeliveries(ctx, time.Now(), time.Minute, 10, nil, room)
+	if err != nil || len(bDels) != 1 {
+		t.Fatalf("b.ClaimDeliveries = %d, %v", len(bDels), err)
+	}
+	if who, _ := claimState(t, a, "messages", queued); who != a.NodeID() {
+		t.Fatalf("claimed_by %q, want a's id %q", who, a.NodeID())
+	}
+	if who, _ := claimState(t, a, "webhook_deliveries", dels[0].ID); who != a.NodeID() {
+		t.Fatalf("delivery claimed_by %q, want a's id", who)
+	}
+
+	// Nobody is dead yet.
+	if moved, err := b.TakeOverDead(ctx, 3*time.Second, time.Now()); err != nil || len(moved) != 0 {
+		t.Fatalf("TakeOverDead with every node beating = %+v, %v; want none", moved, err)
+	}
+	// a stops beating (its last beat 10 s ago); b and c look at once.
+	if _, err := a.exec(ctx, `UPDATE nodes SET heartbeat_at = heartbeat_at - ? WHERE id = ?`, (10 * time.Second).Microseconds(), a.NodeID()); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var moved []sb.Takeover
+	var wg sync.WaitGroup
+	for _, n := range []*DB{b, c} {
+		wg.Go(func() {
+			m, err := n.TakeOverDead(ctx, 3*time.Second, time.Now())
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			moved = append(moved, m...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if len(moved) != 1 || moved[0].Node != a.NodeID() || moved[0].Messages != 2 || moved[0].Deliveries != 1 {
+		t.Fatalf("takeovers %+v, want one of a's node: 2 messages (queued, sent), 1 delivery", moved)
+	}
+	if d := moved[0].DeclaredDead.Sub(moved[0].LastHeartbeat); d < 3*time.Second {
+		t.Errorf("declared dead %v after its last beat, want at least 3s", d)
+	}
+	for _, id := range []string{queued, sent} {
+		if who, due := claimState(t, a, "messages", id); who != "" || due > sb.Micros(time.Now()) {
+			t.Errorf("message %s after the takeover: claimed by %q, due %v; want unclaimed and due", id, who, sb.FromMicros(due))
+		}
+	}
+	if who, due := claimState(t, a, "webhook_deliveries", dels[0].ID); who != "" || due > sb.Micros(time.Now()) {
+		t.Errorf("delivery after the takeover: claimed by %q, due %v; want unclaimed and due", who, sb.FromMicros(due))
+	}
+	if who, due := claimState(t, a, "messages", sched.Message.ID); who != "" || due != sb.Micros(later) {
+		t.Errorf("scheduled message: claimed by %q, due %v; want untouched", who, sb.FromMicros(due))
+	}
+	if who, _ := claimState(t, a, "messages", ids[3]); who != b.NodeID() {
+		t.Errorf("b's message claimed by %q after a's takeover, want b", who)
+	}
+	if who, _ := claimState(t, a, "webhook_deliveries", bDels[0].ID); who != b.NodeID() {
+		t.Errorf("b's delivery claimed by %q after a's takeover, want b", who)
+	}
+	// A second look finds nothing more: a is dead already.
+	if again, err := c.TakeOverDead(ctx, 3*time.Second, time.Now()); err != nil || len(again) != 0 {
+		t.Errorf("second TakeOverDead = %+v, %v; want none", again, err)
+	}
+
+	// a beats again: it learns it was declared dead, and is alive again.
+	winner := b
+	if moved[0].Node == a.NodeID() && c.Redeliveries().TakeoverMessages == 2 {
+		winner = c
+	}
+	by, wasDead, err := a.Heartbeat(ctx, "127.0.0.1:1")
+	if err != nil || !wasDead || by != winner.NodeID() {
+		t.Fatalf("a.Heartbeat = %q, %v, %v; want declared dead by %s", by, wasDead, err, winner.NodeID())
+	}
+	if _, wasDead, err := a.Heartbeat(ctx, "127.0.0.1:1"); err != nil || wasDead {
+		t.Fatalf("a's next beat = %v, %v; want alive", wasDead, err)
+	}
+
+	// The taken-over messages are claimed again, not counted as lapsed
+	// leases; b's claim, seen after its lease, is.
+	got, err = c.ClaimDue(ctx, time.Now().Add(2*time.Minute), time.Minute, 10)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("c.ClaimDue after the leases = %d, %v; want the 2 taken over and b's lapsed one", len(got), err)
+	}
+	r := winner.Redeliveries()
+	if r.TakeoverMessages != 2 || r.TakeoverDeliveries != 1 {
+		t.Errorf("winner's redeliveries %+v, want 2 messages and 1 delivery taken over", r)
+	}
+	if r := c.Redeliveries(); r.LeaseMessages != 1 {
+		t.Errorf("c's lease redeliveries %d, want 1 (b's lapsed claim)", r.LeaseMessages)
+	}
+	// A delivery claimed after its lease ran out is a lease redelivery:
+	// b claims the one taken over from a (due, unclaimed), then c claims
+	// both of b's after their leases.
+	if got, err := b.ClaimDeliveries(ctx, time.Now(), time.Minute, 10, nil, room); err != nil || len(got) != 1 {
+		t.Fatalf("b.ClaimDeliveries of the one taken over = %d, %v", len(got), err)
+	}
+	if _, err := c.ClaimDeliveries(ctx, time.Now().Add(2*time.Minute), time.Minute, 10, nil, room); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Redeliveries(); r.LeaseDeliveries != 2 {
+		t.Errorf("c's lease redeliveries of deliveries %d, want 2", r.LeaseDeliveries)
+	}
+
+	// c stops cleanly: its claims are due at once and its row is gone.
+	rel, err := c.LeaveCluster(ctx, time.Now())
+	if err != nil || rel.Messages != 3 || rel.Deliveries != 2 {
+		t.Fatalf("LeaveCluster = %+v, %v; want 3 messages and 2 deliveries released", rel, err)
+	}
+	var n int
+	if err := a.queryRow(ctx, `SELECT COUNT(*) FROM nodes WHERE id = ?`, c.NodeID()).Scan(&n); err != nil || n != 0 {
+		t.Errorf("c's row after it left: %d, %v", n, err)
+	}
+}
