@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -298,6 +299,39 @@ func TestClusterNodeKilled(t *testing.T) {
 	if float64(dupReceptions) > takeoverDels+leaseDels {
 		t.Errorf("the endpoint received %d repeated deliveries, more than the %v the survivors redelivered: a duplicate went uncounted",
 			dupReceptions, takeoverDels+leaseDels)
+	}
+
+	// A node wrongly declared dead (paused longer than dead-after) learns
+	// it at its next beat, says so, and is alive again.
+	paused, other := nodes[1], nodes[2]
+	pausedID := nodeID(t, paused)
+	alive := func(id string) (exists, live bool) {
+		var deadAt sql.NullInt64
+		err := conn.QueryRow(`SELECT dead_at FROM nodes WHERE id = $1`, id).Scan(&deadAt)
+		if err == sql.ErrNoRows {
+			return false, false
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return true, !deadAt.Valid
+	}
+	paused.cmd.Process.Signal(syscall.SIGSTOP)
+	eventually(t, 30*time.Second, "the paused node declared dead", func() bool { _, live := alive(pausedID); return !live })
+	paused.cmd.Process.Signal(syscall.SIGCONT)
+	eventually(t, 30*time.Second, "the paused node registered again", func() bool {
+		_, live := alive(pausedID)
+		return live && strings.Contains(paused.logs.String(), "this node had been declared dead")
+	})
+
+	// A node that stops cleanly leaves the table (its claims released).
+	otherID := nodeID(t, other)
+	other.cmd.Process.Signal(syscall.SIGTERM)
+	if err := other.cmd.Wait(); err != nil {
+		t.Errorf("SIGTERM: %v\n%s", err, other.logs.String())
+	}
+	if exists, _ := alive(otherID); exists || !strings.Contains(other.logs.String(), "node left the cluster") {
+		t.Errorf("after a clean stop the node's row exists: %v; it logged leaving: %v", exists, strings.Contains(other.logs.String(), "node left the cluster"))
 	}
 }
 
