@@ -42,6 +42,10 @@ type Liveness struct {
 	// long without a beat makes a node dead (DefaultDeadAfter).
 	Interval, DeadAfter time.Duration
 	Log                 *slog.Logger
+
+	// beating is when this node's beats last started to succeed without
+	// a failure since (zero while they fail).
+	beating time.Time
 }
 
 func (l *Liveness) defaults() {
@@ -62,6 +66,7 @@ func (l *Liveness) Register(ctx context.Context) error {
 	if err := l.Store.RegisterNode(ctx, l.Addr); err != nil {
 		return err
 	}
+	l.beating = time.Now()
 	l.Log.Info("node registered", "node_id", l.Store.NodeID(), "heartbeat_interval", l.Interval.String(), "dead_after", l.DeadAfter.String())
 	return nil
 }
@@ -99,7 +104,12 @@ func (l *Liveness) beat(ctx context.Context) error {
 	defer cancel()
 	by, wasDead, err := l.Store.Heartbeat(ctx, l.Addr)
 	if err != nil {
+		l.beating = time.Time{}
 		return err
+	}
+	now := time.Now()
+	if l.beating.IsZero() {
+		l.beating = now
 	}
 	if wasDead {
 		// Its claims were made due again: what this node still holds in
@@ -109,7 +119,14 @@ func (l *Liveness) beat(ctx context.Context) error {
 		l.Log.Warn("this node had been declared dead and its claimed work taken over; registered again",
 			"node_id", l.Store.NodeID(), "declared_dead_by", by)
 	}
-	moved, err := l.Store.TakeOverDead(ctx, l.DeadAfter, time.Now())
+	if now.Sub(l.beating) < l.DeadAfter {
+		// This node could not beat a moment ago (the database was out of
+		// its reach, or it is just starting): the others may not have
+		// beaten since for the same reason. Judge them once it has beaten
+		// for DeadAfter itself, which gives them as long.
+		return nil
+	}
+	moved, err := l.Store.TakeOverDead(ctx, l.DeadAfter, now)
 	for _, m := range moved {
 		l.Log.Warn("node declared dead; its claimed work taken over", "dead_node_id", m.Node, "node_id", l.Store.NodeID(),
 			"last_heartbeat", m.LastHeartbeat.UTC(), "declared_dead_at", m.DeclaredDead.UTC(),
