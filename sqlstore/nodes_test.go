@@ -199,3 +199,35 @@ func TestTakeOverDead(t *testing.T) {
 		t.Errorf("c's row after it left: %d, %v", n, err)
 	}
 }
+
+// A successful hand-off marks the message sent, due again at its outcome
+// deadline and still claimed by the node that handed it over (a node that
+// dies before the outcome comes leaves it to the takeover). On PostgreSQL
+// the deadline's parameter needs its type: it once failed there, untyped
+// in a CASE, and every recorded hand-off was retried forever.
+func TestRecordHandoffsSent(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		tn := writeTestTenant(t, db)
+		writeTestPhone(t, db, tn.ID, 0)
+		s := testSend(tn.ID)
+		if err := db.AcceptSend(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := db.ClaimDue(ctx, time.Now(), time.Minute, 10); err != nil || len(got) != 1 {
+			t.Fatalf("ClaimDue = %d, %v", len(got), err)
+		}
+		now := time.Now()
+		deadline := now.Add(5 * time.Minute)
+		if err := db.RecordHandoffs(ctx, []sb.Handoff{{MessageID: s.Message.ID, At: now, OutcomeBy: deadline}}); err != nil {
+			t.Fatal(err)
+		}
+		m, err := db.Message(ctx, tn.ID, sb.Live, s.Message.ID)
+		if err != nil || m.Status != sb.StatusSent {
+			t.Fatalf("message after its hand-off: %+v, %v; want sent", m, err)
+		}
+		if who, due := claimState(t, db, "messages", s.Message.ID); who != db.NodeID() || due != sb.Micros(deadline) {
+			t.Errorf("claimed by %q, due %v; want this node, due at the outcome deadline %v", who, sb.FromMicros(due), deadline)
+		}
+	})
+}
