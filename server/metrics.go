@@ -83,17 +83,22 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 // redeliveryCollector exposes the possible duplicate hand-offs of this node:
 // messages and webhook deliveries it took over from dead nodes or claimed
 // again after a lease ran out, and the hand-offs its simulator recognised
-// as duplicates by message id.
+// as duplicates by message id; and, on PostgreSQL, the nodes of the
+// cluster, counted in the database at each scrape.
 type redeliveryCollector struct {
 	db  *sqlstore.DB
 	sim *simulator.Simulator
+	log *slog.Logger
 
-	messages, deliveries, simDups *prometheus.Desc
+	messages, deliveries, simDups, nodes *prometheus.Desc
 }
 
-func newRedeliveryCollector(db *sqlstore.DB, sim *simulator.Simulator) *redeliveryCollector {
+func newRedeliveryCollector(db *sqlstore.DB, sim *simulator.Simulator, log *slog.Logger) *redeliveryCollector {
 	return &redeliveryCollector{
-		db: db, sim: sim,
+		db: db, sim: sim, log: log,
+		nodes: prometheus.NewDesc("switchboard_nodes",
+			"PostgreSQL: nodes in the nodes table by state: live (registered and not found dead) and dead (declared dead in the last hour).",
+			[]string{"state"}, nil),
 		messages: prometheus.NewDesc("switchboard_delivery_redeliveries_total",
 			"Messages this node made due again or claimed again after another claim on them ended without a result, each a possible duplicate hand-off "+
 				"(the provider gets the same message id again), by reason: takeover (moved from a node this node declared dead) or "+
@@ -113,6 +118,7 @@ func (c *redeliveryCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.messages
 	ch <- c.deliveries
 	ch <- c.simDups
+	ch <- c.nodes
 }
 
 func (c *redeliveryCollector) Collect(ch chan<- prometheus.Metric) {
@@ -122,4 +128,16 @@ func (c *redeliveryCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.deliveries, prometheus.CounterValue, float64(r.TakeoverDeliveries), "takeover")
 	ch <- prometheus.MustNewConstMetric(c.deliveries, prometheus.CounterValue, float64(r.LeaseDeliveries), "lease")
 	ch <- prometheus.MustNewConstMetric(c.simDups, prometheus.CounterValue, float64(c.sim.Duplicates()))
+	if c.db.Dialect() != sqlstore.Postgres {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	live, dead, err := c.db.NodeCounts(ctx)
+	if err != nil {
+		c.log.Warn("metrics: counting the nodes failed", "err", err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.nodes, prometheus.GaugeValue, float64(live), "live")
+	ch <- prometheus.MustNewConstMetric(c.nodes, prometheus.GaugeValue, float64(dead), "dead")
 }

@@ -42,6 +42,17 @@ func (db *DB) Redeliveries() sb.Redeliveries {
 
 var errNodesNeedPostgres = errors.New("node liveness needs PostgreSQL (one SQLite file has one node)")
 
+// NodeCounts returns how many nodes are registered and live (dead_at not
+// set: beating, or silent and not found dead yet) and how many were declared
+// dead in the last hour.
+func (db *DB) NodeCounts(ctx context.Context) (live, dead int, err error) {
+	if db.dialect != Postgres {
+		return 0, 0, errNodesNeedPostgres
+	}
+	err = db.queryRow(ctx, `SELECT COUNT(*) FILTER (WHERE dead_at IS NULL), COUNT(*) FILTER (WHERE dead_at IS NOT NULL) FROM nodes`).Scan(&live, &dead)
+	return live, dead, err
+}
+
 // RegisterNode records this node as live, beating now; addr is the address
 // it listens on, for the operator.
 func (db *DB) RegisterNode(ctx context.Context, addr string) error {

@@ -275,6 +275,9 @@ func TestClusterNodeKilled(t *testing.T) {
 		takeoverDels += m[`switchboard_webhook_redeliveries_total{reason="takeover"}`]
 		leaseDels += m[`switchboard_webhook_redeliveries_total{reason="lease"}`]
 		simDups += m[`switchboard_simulator_duplicates_total`]
+		if live, dead := m[`switchboard_nodes{state="live"}`], m[`switchboard_nodes{state="dead"}`]; live != 2 || dead != 1 {
+			t.Errorf("%s: switchboard_nodes live %v, dead %v; want 2 and 1", p.URL, live, dead)
+		}
 	}
 	store, err := sqlstore.Open(context.Background(), db)
 	if err != nil {
