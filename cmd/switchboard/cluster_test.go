@@ -389,3 +389,47 @@ func scrapeSeries(t *testing.T, base string) map[string]float64 {
 	}
 	return out
 }
+
+// serve refuses liveness timings under which one late beat makes a node
+// dead: --node-dead-after must be at least twice --heartbeat-interval.
+func TestServeLivenessFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		ok   bool
+	}{
+		{[]string{"--heartbeat-interval", "2s", "--node-dead-after", "3s"}, false},
+		{[]string{"--heartbeat-interval", "2s"}, false}, // with the default 3s
+		{[]string{"--node-dead-after", "1s"}, false},
+		{[]string{"--heartbeat-interval", "500ms", "--node-dead-after", "1s"}, true},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		var out syncBuffer
+		done := make(chan error, 1)
+		go func() {
+			done <- run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0", "--database", sqliteURL(t)}, c.args...), noEnv, &out, &out)
+		}()
+		var err error
+		started := false
+		deadline := time.After(60 * time.Second)
+	wait:
+		for {
+			select {
+			case err = <-done:
+				break wait
+			case <-deadline:
+				t.Fatalf("%v: serve neither started nor failed", c.args)
+			case <-time.After(20 * time.Millisecond):
+				if strings.Contains(out.String(), `"msg":"listening"`) {
+					started = true
+					cancel()
+					err = <-done
+					break wait
+				}
+			}
+		}
+		cancel()
+		if c.ok != started || (!c.ok && (err == nil || !strings.Contains(err.Error(), "--node-dead-after"))) {
+			t.Errorf("serve %v: started %v, err %v; want started %v", c.args, started, err, c.ok)
+		}
+	}
+}
