@@ -103,6 +103,8 @@ func (db *DB) NextDue(ctx context.Context) (time.Time, bool, error) {
 
 // ReleaseLeases makes every claimed message due at once. Only a single-node
 // database (SQLite) calls it at start-up: no other process can hold a lease.
+// The claims stay recorded, so that ClaimDue counts the messages as lease
+// redeliveries when it claims them again.
 func (db *DB) ReleaseLeases(ctx context.Context, now time.Time) error {
 	_, err := db.exec(ctx, `UPDATE messages SET run_at = ? WHERE run_at > ? AND status IN ('queued', 'sent') AND (scheduled_at IS NULL OR scheduled_at <= ?)`,
 		sb.Micros(now), sb.Micros(now), sb.Micros(now))

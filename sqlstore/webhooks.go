@@ -265,11 +265,17 @@ func (db *DB) NextDelivery(ctx context.Context, full []string) (time.Time, bool,
 	return sb.FromMicros(*next), true, nil
 }
 
-// ReleaseDeliveryLeases makes every leased delivery due now. Only a
-// single-node database (SQLite) calls it, at start-up.
+// ReleaseDeliveryLeases makes every leased delivery due now, counting them
+// as lease redeliveries (see Redeliveries). Only a single-node database
+// (SQLite) calls it, at start-up.
 func (db *DB) ReleaseDeliveryLeases(ctx context.Context, now time.Time) error {
-	_, err := db.exec(ctx, `UPDATE webhook_deliveries SET next_attempt_at = ?, leased = 0 WHERE leased = 1 AND status = 'pending'`, sb.Micros(now))
-	return err
+	res, err := db.exec(ctx, `UPDATE webhook_deliveries SET next_attempt_at = ?, leased = 0 WHERE leased = 1 AND status = 'pending'`, sb.Micros(now))
+	if err != nil {
+		return err
+	}
+	n, _ := res.RowsAffected()
+	db.redelivered.leaseDeliveries.Add(n)
+	return nil
 }
 
 // RecordAttempts stores attempts and moves each delivery on: succeeded,
