@@ -231,3 +231,54 @@ func TestRecordHandoffsSent(t *testing.T) {
 		}
 	})
 }
+
+// On SQLite a start releases every claim (one file has one node): the
+// messages and deliveries a dead process held are counted as lease
+// redeliveries, like claims whose lease ran out on PostgreSQL.
+func TestRestartCountsRedeliveries(t *testing.T) {
+	url := testSQLiteURL(t)
+	ctx := context.Background()
+	before, err := Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn := writeTestTenant(t, before)
+	writeTestPhone(t, before, tn.ID, 0)
+	s := testSend(tn.ID)
+	if err := before.AcceptSend(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	hook := &sb.Webhook{ID: sb.NewID(), TenantID: tn.ID, Env: sb.Live, URL: "http://127.0.0.1:1/h", Events: []string{sb.EventDelivered},
+		Secret: "0123456789abcdef", CreatedAt: time.Now()}
+	if err := before.CreateWebhook(ctx, hook); err != nil {
+		t.Fatal(err)
+	}
+	other := testSend(tn.ID)
+	if err := before.AcceptSend(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := before.ClaimDue(ctx, time.Now(), time.Minute, 10); err != nil || len(got) != 2 {
+		t.Fatalf("ClaimDue = %d, %v", len(got), err)
+	}
+	if err := before.RecordOutcomes(ctx, []sb.Outcome{{MessageID: other.Message.ID, Delivered: true, At: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := before.ClaimDeliveries(ctx, time.Now(), time.Minute, 10, nil, func(string) int { return 10 }); err != nil || len(got) != 1 {
+		t.Fatalf("ClaimDeliveries = %d, %v", len(got), err)
+	}
+	before.Close()
+
+	after := openTestDB(t, url)
+	if err := after.ReleaseLeases(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := after.ReleaseDeliveryLeases(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := after.ClaimDue(ctx, time.Now(), time.Minute, 10); err != nil || len(got) != 1 || got[0].ID != s.Message.ID {
+		t.Fatalf("ClaimDue after the restart = %v, %v; want the message claimed before it", got, err)
+	}
+	if r := after.Redeliveries(); r.LeaseMessages != 1 || r.LeaseDeliveries != 1 || r.TakeoverMessages != 0 {
+		t.Errorf("redeliveries after the restart %+v, want 1 message and 1 delivery by lease", r)
+	}
+}
