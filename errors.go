@@ -39,6 +39,10 @@ const (
 	CodeDeliveryNotFailed    Code = "DELIVERY_NOT_FAILED"
 	CodeDetectionUnavailable Code = "DETECTION_UNAVAILABLE"
 	CodeChannelUnavailable   Code = "CHANNEL_UNAVAILABLE"
+	// CodeDatabaseUnavailable: the database could not take the request in
+	// time (the node's connection pool stayed exhausted, the server refused
+	// more clients, or it could not be reached). Retry later.
+	CodeDatabaseUnavailable Code = "DATABASE_UNAVAILABLE"
 	CodeMethodNotAllowed     Code = "METHOD_NOT_ALLOWED"
 	CodePayloadTooLarge      Code = "PAYLOAD_TOO_LARGE"
 	CodeInternal             Code = "INTERNAL_ERROR"

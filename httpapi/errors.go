@@ -41,6 +41,7 @@ var statusOf = map[sb.Code]int{
 	sb.CodeNoPhoneAvailable:     http.StatusServiceUnavailable,
 	sb.CodeDetectionUnavailable: http.StatusServiceUnavailable,
 	sb.CodeChannelUnavailable:   http.StatusServiceUnavailable,
+	sb.CodeDatabaseUnavailable:  http.StatusServiceUnavailable,
 	sb.CodeQuietHours:           http.StatusOK,
 }
 
@@ -69,6 +70,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, ok := statusOf[e.Code]
 	if !ok {
 		status = http.StatusInternalServerError
+	}
+	if e.Code == sb.CodeDatabaseUnavailable {
+		if w.Header().Get("Retry-After") == "" {
+			w.Header().Set("Retry-After", "1")
+		}
 	}
 	writeJSON(w, status, errorBody{Error: e.Message, Code: e.Code, Details: e.Details})
 }

@@ -10,8 +10,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -57,7 +59,9 @@ type Config struct {
 	Providers http.Handler
 	// URLChecker vets webhook urls at registration (SSRF).
 	URLChecker URLChecker
-	Metrics    *Metrics
+	// Ready, when set, gives the checks GET /readyz reports (see Check).
+	Ready   func(ctx context.Context) map[string]Check
+	Metrics *Metrics
 	// Log is the server's logger (default slog.Default()): a line per
 	// request at debug level, internal errors, campaign launches and
 	// cancels at info.
@@ -110,6 +114,7 @@ func New(cfg Config) (*Server, error) {
 
 func (s *Server) routes() {
 	s.mux.Handle("GET /healthz", s.public(s.health))
+	s.mux.Handle("GET /readyz", s.public(s.ready))
 	s.mux.Handle("GET /v1/openapi.json", s.public(s.serveOpenAPI))
 	s.mux.Handle("GET /metrics", s.public(s.serveMetrics))
 	s.mux.Handle("GET /docs", s.public(docsPage.serve))
@@ -485,6 +490,55 @@ func secondsToNextMonth(now time.Time) int {
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
 	writeData(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+// Check is the state of one thing a node needs, as GET /readyz reports it.
+type Check struct {
+	// Status is CheckOK, CheckDegraded (the node serves, with a fallback
+	// or more slowly) or CheckDown (the node cannot serve).
+	Status string `json:"status"`
+	// Detail says what is wrong, or which backend is in use.
+	Detail string `json:"detail,omitempty"`
+	// Code is the error code /readyz answers with while this check is
+	// down.
+	Code sb.Code `json:"-"`
+}
+
+// The statuses of a Check.
+const (
+	CheckOK       = "ok"
+	CheckDegraded = "degraded"
+	CheckDown     = "down"
+)
+
+// readyTimeout bounds the checks of /readyz, below the 1 s a Kubernetes
+// probe waits by default.
+const readyTimeout = 800 * time.Millisecond
+
+// ready answers GET /readyz: 200 with status "ready" when every check is
+// ok, 200 with status "degraded" when some is degraded (the node still
+// serves: a load balancer should keep it), and 503 with the down check's
+// code, and the checks in details, when the node cannot serve.
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
+	checks := map[string]Check{}
+	if s.cfg.Ready != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+		checks = s.cfg.Ready(ctx)
+		cancel()
+	}
+	status := "ready"
+	for _, name := range slices.Sorted(maps.Keys(checks)) {
+		switch c := checks[name]; c.Status {
+		case CheckDown:
+			w.Header().Set("Retry-After", "1")
+			return &sb.Error{Code: c.Code, Message: "The node cannot serve: " + name + " is down (" + c.Detail + ").",
+				Details: map[string]any{"checks": checks}}
+		case CheckDegraded:
+			status = "degraded"
+		}
+	}
+	writeData(w, http.StatusOK, map[string]any{"status": status, "checks": checks})
 	return nil
 }
 

@@ -35,7 +35,6 @@ import (
 	"github.com/switchboard/switchboard/provider/simulator"
 	"github.com/switchboard/switchboard/provider/smpp"
 	"github.com/switchboard/switchboard/provider/twilio"
-	"github.com/switchboard/switchboard/ratelimit"
 	"github.com/switchboard/switchboard/sqlstore"
 	"github.com/switchboard/switchboard/webhook"
 	"github.com/switchboard/switchboard/webhook/ssrf"
@@ -96,6 +95,19 @@ type Config struct {
 	// SMPP tunes the SMPP links (tests and benchmarks); zero values take
 	// the defaults.
 	SMPP smpp.Options
+	// DBMaxConns caps the PostgreSQL pool (default
+	// sqlstore.DefaultMaxConns); DBConnWait bounds a request's wait for a
+	// connection before it answers 503 DATABASE_UNAVAILABLE (default
+	// sqlstore.DefaultConnWait).
+	DBMaxConns int
+	DBConnWait time.Duration
+	// MaxConns caps the open HTTP connections (default DefaultMaxConns);
+	// HeaderTimeout bounds reading a request's headers (default
+	// DefaultHeaderTimeout); IdleTimeout closes idle keep-alive
+	// connections (default DefaultIdleTimeout).
+	MaxConns      int
+	HeaderTimeout time.Duration
+	IdleTimeout   time.Duration
 }
 
 func (c *Config) defaults() {
@@ -125,6 +137,15 @@ func (c *Config) defaults() {
 	}
 	if c.Getenv == nil {
 		c.Getenv = os.Getenv
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = DefaultMaxConns
+	}
+	if c.HeaderTimeout <= 0 {
+		c.HeaderTimeout = DefaultHeaderTimeout
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = DefaultIdleTimeout
 	}
 }
 
@@ -224,7 +245,7 @@ func Run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	db, err := sqlstore.Open(ctx, c.Database)
+	db, err := sqlstore.OpenOptions(ctx, c.Database, sqlstore.Options{MaxConns: c.DBMaxConns, ConnWait: c.DBConnWait, Log: log})
 	if err != nil {
 		return err
 	}
@@ -265,12 +286,8 @@ func Run(ctx context.Context, c Config) error {
 	routing := sb.Routing{OfflineAfter: c.PhoneOfflineAfter, Links: carriers}
 	db.SetRouting(routing)
 
-	var limiter ratelimit.Limiter = ratelimit.NewMemory(nil)
-	if redisOpt != nil {
-		rc := redis.NewClient(redisOpt)
-		defer rc.Close()
-		limiter = ratelimit.NewRedis(rc)
-	}
+	limiter := newLimits(db, redisOpt, log)
+	defer limiter.close()
 
 	if db.Dialect() == sqlstore.SQLite {
 		// One process owns a SQLite file: leases held by a process that
@@ -319,23 +336,21 @@ func Run(ctx context.Context, c Config) error {
 		Providers:  carriers,
 		URLChecker: urlChecker,
 		Log:        log,
+		Ready: func(ctx context.Context) map[string]httpapi.Check {
+			return map[string]httpapi.Check{"database": databaseCheck(ctx, db), "rate_limits": limiter.check()}
+		},
 	})
 	if err != nil {
 		return err
 	}
 
-	ln, err := net.Listen("tcp", c.Addr)
+	tcp, err := net.Listen("tcp", c.Addr)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{
-		Handler:           api,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	ln := limitConns(tcp, c.MaxConns)
+	reg.MustRegister(newNodeCollector(db, limiter, ln, c.MaxConns))
+	srv := newHTTPServer(api, c, log)
 	srv.RegisterOnShutdown(devices.Shutdown) // the devices' event streams never end on their own
 
 	// On PostgreSQL the node beats in the nodes table from before its
@@ -365,6 +380,7 @@ func Run(ctx context.Context, c Config) error {
 	wg.Go(func() { carriers.Run(bgCtx) })
 	wg.Go(func() { dispatcher.Run(bgCtx) })
 	wg.Go(func() { runner.Run(bgCtx) })
+	wg.Go(func() { limiter.sweep(bgCtx, log) })
 	wg.Go(func() {
 		db.Listen(bgCtx, func(inv sqlstore.Invalidation) {
 			switch {

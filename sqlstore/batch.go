@@ -112,6 +112,13 @@ func (b *batcher) loop() {
 		}
 		start := time.Now()
 		tx, err := b.db.begin(context.Background())
+		if ue := (*UnavailableError)(nil); errors.As(err, &ue) {
+			// No connection in time: every caller waiting now would wait
+			// as long again; they all get the answer at once.
+			b.refuse(batch[0], err)
+			prev = 0
+			continue
+		}
 		ok := err == nil && b.exec(tx, batch[0])
 		linger := prev >= lingerMin
 		deadline := start.Add(lingerMax)
@@ -173,6 +180,21 @@ func (b *batcher) exec(tx *Tx, r *batchReq) bool {
 	}
 	r.err = r.fn(tx)
 	return r.err == nil || isVerdict(r.err)
+}
+
+// refuse answers r and every request queued now with err.
+func (b *batcher) refuse(r *batchReq, err error) {
+	r.err = err
+	r.done <- struct{}{}
+	for {
+		select {
+		case r := <-b.queue:
+			r.err = err
+			r.done <- struct{}{}
+		default:
+			return
+		}
+	}
 }
 
 // drain answers every queued request after close.
@@ -251,6 +273,10 @@ func (b *batcher) runTx(reqs []*batchReq) error {
 func isVerdict(err error) bool {
 	var e *sb.Error
 	var r *ErrReplay
+	var u *UnavailableError
+	if errors.As(err, &u) {
+		return false // reads as an *sb.Error, but the transaction failed
+	}
 	return errors.As(err, &e) || errors.As(err, &r) || errors.Is(err, sb.ErrAlreadyStored)
 }
 

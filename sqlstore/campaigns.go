@@ -281,7 +281,7 @@ func (db *DB) CampaignRecipients(ctx context.Context, id string) ([]string, erro
 // none of its messages is queued or sent any more, and reports whether it
 // did.
 func (db *DB) CompleteCampaign(ctx context.Context, c *sb.Campaign, now time.Time) (bool, error) {
-	if open, err := db.campaignOpen(ctx, db.read, c); err != nil || open {
+	if open, err := db.campaignOpen(ctx, db, c); err != nil || open {
 		return false, err
 	}
 	var done bool
@@ -291,7 +291,7 @@ func (db *DB) CompleteCampaign(ctx context.Context, c *sb.Campaign, now time.Tim
 		if err != nil || status != sb.CampaignRunning {
 			return err
 		}
-		if open, err := db.campaignOpen(ctx, tx.tx, c); err != nil || open {
+		if open, err := db.campaignOpen(ctx, tx, c); err != nil || open {
 			return err
 		}
 		res, err := tx.exec(ctx, `UPDATE campaigns SET status = 'completed', completed_at = ? WHERE id = ? AND expanded = 1`, sb.Micros(now), c.ID)
@@ -308,7 +308,7 @@ func (db *DB) CompleteCampaign(ctx context.Context, c *sb.Campaign, now time.Tim
 // campaignOpen reports whether any message of c is still queued or sent.
 func (db *DB) campaignOpen(ctx context.Context, q querier, c *sb.Campaign) (bool, error) {
 	var one int
-	err := q.QueryRowContext(ctx, db.q(`SELECT 1 FROM messages WHERE tenant_id = ? AND campaign_id = ? AND status IN ('queued', 'sent') LIMIT 1`),
+	err := q.queryRow(ctx, `SELECT 1 FROM messages WHERE tenant_id = ? AND campaign_id = ? AND status IN ('queued', 'sent') LIMIT 1`,
 		c.TenantID, c.ID).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil

@@ -60,7 +60,8 @@ type DB struct {
 	read    *sql.DB
 	dsn     string
 
-	rebound  sync.Map // query with ? -> query with $n
+	pool     poolState // PostgreSQL: the pool's options and failures
+	rebound  sync.Map  // query with ? -> query with $n
 	keyLists sync.Map // tenant id -> *keyList
 	// keyListGen counts key-list invalidations (see Keys).
 	keyListGen atomic.Uint64
@@ -155,14 +156,20 @@ func CheckURL(url string) error {
 // Open opens the database named by url, "sqlite:PATH" or "postgres://..." /
 // "postgresql://..." (see CheckURL), and applies pending migrations.
 func Open(ctx context.Context, url string) (*DB, error) {
+	return OpenOptions(ctx, url, Options{})
+}
+
+// OpenOptions is Open with the pool's options.
+func OpenOptions(ctx context.Context, url string, opt Options) (*DB, error) {
 	if err := CheckURL(url); err != nil {
 		return nil, err
 	}
+	opt.defaults()
 	var db *DB
 	var err error
 	switch {
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		db, err = openPostgres(url)
+		db, err = openPostgres(url, opt)
 	default:
 		db, err = openSQLite(strings.TrimPrefix(url, "sqlite:"))
 	}
@@ -293,13 +300,13 @@ func privateFiles(path string) error {
 	return nil
 }
 
-func openPostgres(url string) (*DB, error) {
+func openPostgres(url string, opt Options) (*DB, error) {
 	pool, err := sql.Open("pgx", url)
 	if err != nil {
 		return nil, err
 	}
-	pool.SetMaxOpenConns(32)
-	pool.SetMaxIdleConns(32)
+	pool.SetMaxOpenConns(opt.MaxConns)
+	pool.SetMaxIdleConns(opt.MaxConns)
 	pool.SetConnMaxIdleTime(5 * time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -307,7 +314,9 @@ func openPostgres(url string) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	return &DB{dialect: Postgres, write: pool, read: pool, dsn: url}, nil
+	db := &DB{dialect: Postgres, write: pool, read: pool, dsn: url}
+	db.pool.opt = opt
+	return db, nil
 }
 
 // Dialect reports which database this is.
@@ -356,16 +365,71 @@ func (db *DB) q(query string) string {
 	return s
 }
 
+// On PostgreSQL, exec, query, queryRow and begin take their connection with
+// acquire, which waits at most the pool's wait (see Options) and then fails
+// with DATABASE_UNAVAILABLE; the statement itself runs under ctx alone.
+
 func (db *DB) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return db.write.ExecContext(ctx, db.q(query), args...)
+	if db.dialect != Postgres {
+		return db.write.ExecContext(ctx, db.q(query), args...)
+	}
+	conn, err := db.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	res, err := conn.ExecContext(ctx, db.q(query), args...)
+	return res, db.classify(err)
 }
 
-func (db *DB) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
-	return db.read.QueryRowContext(ctx, db.q(query), args...)
+func (db *DB) queryRow(ctx context.Context, query string, args ...any) row {
+	if db.dialect != Postgres {
+		return row{r: db.read.QueryRowContext(ctx, db.q(query), args...)}
+	}
+	conn, err := db.acquire(ctx)
+	if err != nil {
+		return row{err: err}
+	}
+	r := conn.QueryRowContext(ctx, db.q(query), args...)
+	go conn.Close() // returns once the row is scanned (Conn.Close waits for its rows)
+	return row{r: r, db: db}
 }
 
 func (db *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return db.read.QueryContext(ctx, db.q(query), args...)
+	if db.dialect != Postgres {
+		return db.read.QueryContext(ctx, db.q(query), args...)
+	}
+	conn, err := db.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := conn.QueryContext(ctx, db.q(query), args...)
+	if err != nil {
+		conn.Close()
+		return nil, db.classify(err)
+	}
+	go conn.Close() // returns to the pool once rows is closed
+	return rows, nil
+}
+
+// row is one row of a query: a *sql.Row, or the error of taking a
+// connection for it.
+type row struct {
+	r   *sql.Row
+	err error
+	db  *DB // PostgreSQL: classifies the errors of the query
+}
+
+// Scan is (*sql.Row).Scan.
+func (r row) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
+	err := r.r.Scan(dest...)
+	if r.db != nil {
+		err = r.db.classify(err)
+	}
+	return err
 }
 
 // Tx is a write transaction with the store's placeholder rebinding.
@@ -381,6 +445,7 @@ func (db *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, 
 type Tx struct {
 	db    *DB
 	tx    execer // *sql.Tx on PostgreSQL, *sql.Conn on SQLite
+	conn  *sql.Conn // PostgreSQL: the connection tx runs on, closed at its end
 	after []func()
 	// bumps holds increments of daily counters without a limit, applied
 	// just before the commit (see bumpLater).
@@ -412,8 +477,8 @@ func (t *Tx) exec(ctx context.Context, query string, args ...any) (sql.Result, e
 	return t.tx.ExecContext(context.WithoutCancel(ctx), t.db.q(query), args...)
 }
 
-func (t *Tx) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(context.WithoutCancel(ctx), t.db.q(query), args...)
+func (t *Tx) queryRow(ctx context.Context, query string, args ...any) row {
+	return row{r: t.tx.QueryRowContext(context.WithoutCancel(ctx), t.db.q(query), args...)}
 }
 
 func (t *Tx) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
@@ -436,11 +501,16 @@ func (db *DB) inTx(ctx context.Context, fn func(*Tx) error) error {
 // begin starts a write transaction.
 func (db *DB) begin(ctx context.Context) (*Tx, error) {
 	if db.dialect == Postgres {
-		tx, err := db.write.BeginTx(ctx, nil)
+		conn, err := db.acquire(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return &Tx{db: db, tx: tx}, nil
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			conn.Close()
+			return nil, db.classify(err)
+		}
+		return &Tx{db: db, tx: tx, conn: conn}, nil
 	}
 	conn, err := db.write.Conn(ctx)
 	if err != nil {
@@ -463,7 +533,8 @@ func (t *Tx) commit(ctx context.Context) error {
 	var err error
 	switch tx := t.tx.(type) {
 	case *sql.Tx:
-		err = tx.Commit()
+		err = t.db.classify(tx.Commit())
+		t.conn.Close()
 	case *sql.Conn:
 		err = endSQLite(tx, "COMMIT")
 	}
@@ -484,6 +555,7 @@ func (t *Tx) rollback() {
 	switch tx := t.tx.(type) {
 	case *sql.Tx:
 		tx.Rollback()
+		t.conn.Close()
 	case *sql.Conn:
 		endSQLite(tx, "ROLLBACK")
 	}

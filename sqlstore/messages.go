@@ -71,19 +71,20 @@ func (e *ErrReplay) Error() string { return "idempotent replay" }
 
 // Idempotency returns the live record stored under key, or nil.
 func (db *DB) Idempotency(ctx context.Context, tenantID string, env sb.Environment, key string, now time.Time) (*sb.IdempotencyRecord, error) {
-	return idempotency(ctx, db.read, db, tenantID, env, key, now)
+	return idempotency(ctx, db, tenantID, env, key, now)
 }
 
+// querier is what *DB and *Tx have in common for reading one row.
 type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	queryRow(ctx context.Context, query string, args ...any) row
 }
 
-func idempotency(ctx context.Context, q querier, db *DB, tenantID string, env sb.Environment, key string, now time.Time) (*sb.IdempotencyRecord, error) {
+func idempotency(ctx context.Context, q querier, tenantID string, env sb.Environment, key string, now time.Time) (*sb.IdempotencyRecord, error) {
 	var r sb.IdempotencyRecord
 	var resp string
 	var created int64
-	err := q.QueryRowContext(ctx, db.q(`SELECT key, request_hash, status, response, created_at FROM idempotency_keys
-		WHERE tenant_id = ? AND environment = ? AND key = ? AND created_at > ?`),
+	err := q.queryRow(ctx, `SELECT key, request_hash, status, response, created_at FROM idempotency_keys
+		WHERE tenant_id = ? AND environment = ? AND key = ? AND created_at > ?`,
 		tenantID, string(env), key, sb.Micros(now.Add(-sb.IdempotencyWindow))).Scan(&r.Key, &r.RequestHash, &r.Status, &resp, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
@@ -444,7 +445,7 @@ func (db *DB) acceptFn(ctx context.Context, s *sb.Send, h *handover) func(*Tx) e
 		now := m.CreatedAt
 		day := sb.Day(now)
 		if s.Idempotency != nil {
-			rec, err := idempotency(context.WithoutCancel(ctx), tx.tx, db, m.TenantID, m.Env, s.Idempotency.Key, now)
+			rec, err := idempotency(ctx, tx, m.TenantID, m.Env, s.Idempotency.Key, now)
 			if err != nil {
 				return err
 			}

@@ -29,7 +29,7 @@ func (db *DB) PhoneWork(ctx context.Context, phoneID string) error {
 	if db.dialect != Postgres {
 		return nil
 	}
-	_, err := db.write.ExecContext(ctx, `SELECT pg_notify($1, $2)`, phonesChannel, db.node+":"+phoneID)
+	_, err := db.exec(ctx, `SELECT pg_notify(?, ?)`, phonesChannel, db.node+":"+phoneID)
 	return err
 }
 
@@ -72,7 +72,7 @@ func (db *DB) notify(ctx context.Context, payload string) error {
 	if db.dialect != Postgres {
 		return nil
 	}
-	_, err := db.write.ExecContext(ctx, `SELECT pg_notify($1, $2)`, authChannel, payload)
+	_, err := db.exec(ctx, `SELECT pg_notify(?, ?)`, authChannel, payload)
 	return err
 }
 

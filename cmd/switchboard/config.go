@@ -106,6 +106,15 @@ func (f *flags) float(name string, def float64, help string) *float64 {
 	return f.Float64(name, def, help+" (env "+envName(name)+")")
 }
 
+func (f *flags) int(name string, def int, help string) *int {
+	if v := f.getenv(envName(name)); v != "" {
+		if x, err := strconv.Atoi(v); err == nil {
+			def = x
+		}
+	}
+	return f.Int(name, def, help+" (env "+envName(name)+")")
+}
+
 func (f *flags) duration(name string, def time.Duration, help string) *time.Duration {
 	if v := f.getenv(envName(name)); v != "" {
 		if d, err := time.ParseDuration(v); err == nil {

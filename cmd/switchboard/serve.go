@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 
 	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/delivery"
 	"github.com/switchboard/switchboard/provider/android"
+	"github.com/switchboard/switchboard/sqlstore"
 	switchboard "github.com/switchboard/switchboard/server"
 )
 
@@ -34,8 +36,21 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	offlineAfter := f.duration("phone-offline-after", sb.DefaultPhoneOfflineAfter, "an android phone is offline once its device was not seen for this long")
 	providers := f.string("providers", "", "JSON file of the carrier links (SMPP binds, Twilio accounts); their secrets come from the environment variables it names (see docs/carriers.md)")
 	validFor := f.duration("device-valid-for", android.DefaultValidFor, "how long a message handed to an android phone stays valid there (its validUntil); one not reported on by then goes to another phone")
+	dbMaxConns := f.int("db-max-conns", sqlstore.DefaultMaxConns, "PostgreSQL: the most connections this node opens (plus one for LISTEN); the default lets five nodes share PostgreSQL's default max_connections=100")
+	dbWait := f.duration("db-wait", sqlstore.DefaultConnWait, "PostgreSQL: how long a request waits for a connection when all are busy before it answers 503 DATABASE_UNAVAILABLE")
+	maxConns := f.int("max-conns", switchboard.DefaultMaxConns, "the most HTTP connections this node keeps open at once (idle keep-alives and device event streams count); more wait to be accepted")
+	headerTimeout := f.duration("header-timeout", switchboard.DefaultHeaderTimeout, "how long a client may take to send a request's headers before the connection is closed")
+	idleTimeout := f.duration("idle-timeout", switchboard.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
 	if _, err := f.parse(args); err != nil {
 		return err
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"db-max-conns", *dbMaxConns}, {"max-conns", *maxConns}} {
+		if n.v < 1 {
+			return fmt.Errorf("--%s must be at least 1, not %d", n.name, n.v)
+		}
 	}
 	if err := checkDatabase(*db); err != nil {
 		return err
@@ -45,5 +60,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		HeartbeatInterval: *heartbeat, NodeDeadAfter: *deadAfter,
 		DebugAddr: *debugAddr, IdPSecret: *idpSecret, IdPJWKS: *idpJWKS, IdPIssuer: *idpIssuer, IdPAudience: *idpAudience,
 		TLSCert: *tlsCert, TLSKey: *tlsKey, PublicURL: *publicURL, PhoneOfflineAfter: *offlineAfter, DeviceValidFor: *validFor,
-		ProvidersFile: *providers, Getenv: getenv})
+		ProvidersFile: *providers, Getenv: getenv, DBMaxConns: *dbMaxConns, DBConnWait: *dbWait,
+		MaxConns: *maxConns, HeaderTimeout: *headerTimeout, IdleTimeout: *idleTimeout})
 }

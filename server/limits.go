@@ -1,0 +1,206 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	sb "github.com/switchboard/switchboard"
+	"github.com/switchboard/switchboard/httpapi"
+	"github.com/switchboard/switchboard/ratelimit"
+	"github.com/switchboard/switchboard/sqlstore"
+)
+
+// limits is the node's rate limiter and what /readyz and /metrics tell of
+// it.
+type limits struct {
+	ratelimit.Limiter
+	// backend names the limiter when there is no fallback.
+	backend  string
+	fallback *ratelimit.Fallback // with Redis
+	pg       *ratelimit.Postgres // on PostgreSQL
+	redis    *redis.Client
+}
+
+// newLimits chooses the rate limiter: on PostgreSQL the shared table, on
+// SQLite (one node) memory; with Redis, Redis in front of either, which
+// takes over within ratelimit.DefaultPrimaryTimeout when Redis fails.
+func newLimits(db *sqlstore.DB, redisOpt *redis.Options, log *slog.Logger) *limits {
+	l := &limits{}
+	var local ratelimit.Limiter
+	if db.Dialect() == sqlstore.Postgres {
+		l.pg = ratelimit.NewPostgres(db)
+		local, l.backend = l.pg, "postgres"
+	} else {
+		local, l.backend = ratelimit.NewMemory(nil), "memory"
+	}
+	l.Limiter = local
+	if redisOpt != nil {
+		// A request never waits longer for Redis than the fallback's
+		// timeout: no retries, and every wait of the client below it.
+		t := ratelimit.DefaultPrimaryTimeout
+		redisOpt.MaxRetries = -1
+		redisOpt.ContextTimeoutEnabled = true
+		for _, d := range []*time.Duration{&redisOpt.DialTimeout, &redisOpt.ReadTimeout, &redisOpt.WriteTimeout, &redisOpt.PoolTimeout} {
+			if *d <= 0 || *d > t {
+				*d = t
+			}
+		}
+		l.redis = redis.NewClient(redisOpt)
+		l.fallback = ratelimit.NewFallback(ratelimit.NewRedis(l.redis), "redis", local, l.backend, ratelimit.FallbackOptions{Log: log})
+		l.Limiter = l.fallback
+	}
+	return l
+}
+
+func (l *limits) close() {
+	if l.redis != nil {
+		l.redis.Close()
+	}
+}
+
+// sweep forgets the full buckets of the PostgreSQL limiter every minute.
+func (l *limits) sweep(ctx context.Context, log *slog.Logger) {
+	if l.pg == nil {
+		return
+	}
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := l.pg.Sweep(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("rate limits: sweeping full buckets failed", "err", err)
+		}
+	}
+}
+
+// check is the rate limits' line of /readyz.
+func (l *limits) check() httpapi.Check {
+	if l.fallback == nil {
+		return httpapi.Check{Status: httpapi.CheckOK, Detail: l.backend}
+	}
+	if l.fallback.Degraded() {
+		p, s := l.fallback.Backends()
+		return httpapi.Check{Status: httpapi.CheckDegraded, Detail: p + " unreachable; deciding with " + s}
+	}
+	return httpapi.Check{Status: httpapi.CheckOK, Detail: l.fallback.Backend()}
+}
+
+// databaseCheck is the database's line of /readyz: down when it cannot be
+// reached, degraded while every connection of the pool is busy.
+func databaseCheck(ctx context.Context, db *sqlstore.DB) httpapi.Check {
+	err := db.Ping(ctx)
+	if err == nil {
+		return httpapi.Check{Status: httpapi.CheckOK}
+	}
+	var ue *sqlstore.UnavailableError
+	if errors.As(err, &ue) && ue.Reason == "unreachable" {
+		return httpapi.Check{Status: httpapi.CheckDown, Detail: "unreachable", Code: sb.CodeDatabaseUnavailable}
+	}
+	if ps, ok := db.PoolStats(); ok && ps.InUse >= ps.MaxConns {
+		return httpapi.Check{Status: httpapi.CheckDegraded, Detail: fmt.Sprintf("saturated: all %d connections busy", ps.MaxConns)}
+	}
+	if ctx.Err() != nil {
+		return httpapi.Check{Status: httpapi.CheckDegraded, Detail: "slow: no answer to SELECT 1 in time"}
+	}
+	return httpapi.Check{Status: httpapi.CheckDown, Detail: "failing", Code: sb.CodeDatabaseUnavailable}
+}
+
+// nodeCollector exposes, at each scrape, the node's rate-limit backend, its
+// PostgreSQL pool and its HTTP connections.
+type nodeCollector struct {
+	db    *sqlstore.DB
+	lim   *limits
+	conns *connLimiter
+	max   int
+
+	backend, fallbacks, redisErrors                             *prometheus.Desc
+	poolConns, poolMax, poolWaits, poolWaitSeconds, unavailable *prometheus.Desc
+	httpOpen, httpMax, httpWaits                                *prometheus.Desc
+}
+
+func newNodeCollector(db *sqlstore.DB, lim *limits, conns *connLimiter, max int) *nodeCollector {
+	return &nodeCollector{db: db, lim: lim, conns: conns, max: max,
+		backend: prometheus.NewDesc("switchboard_ratelimit_backend",
+			"1 for the rate-limit backend deciding now (redis, postgres or memory), 0 for the configured one that is not.",
+			[]string{"backend"}, nil),
+		fallbacks: prometheus.NewDesc("switchboard_ratelimit_fallbacks_total",
+			"Rate-limit decisions made by the fallback (postgres or memory) because Redis failed or was being left alone after a failure.", nil, nil),
+		redisErrors: prometheus.NewDesc("switchboard_ratelimit_redis_errors_total",
+			"Calls to Redis for a rate-limit decision that failed or timed out.", nil, nil),
+		poolConns: prometheus.NewDesc("switchboard_db_connections",
+			"Open connections of the node's PostgreSQL pool, by state (in_use, idle).", []string{"state"}, nil),
+		poolMax: prometheus.NewDesc("switchboard_db_connections_max",
+			"The cap of the node's PostgreSQL pool (--db-max-conns).", nil, nil),
+		poolWaits: prometheus.NewDesc("switchboard_db_waits_total",
+			"Times a caller had to wait for a connection of the PostgreSQL pool.", nil, nil),
+		poolWaitSeconds: prometheus.NewDesc("switchboard_db_wait_seconds_total",
+			"Time callers spent waiting for a connection of the PostgreSQL pool.", nil, nil),
+		unavailable: prometheus.NewDesc("switchboard_db_unavailable_total",
+			"Callers turned away (503 DATABASE_UNAVAILABLE for requests), by reason: pool_exhausted (no connection within --db-wait), "+
+				"unreachable (none could be opened, or the server refused or dropped it).", []string{"reason"}, nil),
+		httpOpen: prometheus.NewDesc("switchboard_http_connections_open",
+			"HTTP connections open now (keep-alives and event streams included).", nil, nil),
+		httpMax: prometheus.NewDesc("switchboard_http_connections_max",
+			"The cap of open HTTP connections (--max-conns).", nil, nil),
+		httpWaits: prometheus.NewDesc("switchboard_http_connections_cap_waits_total",
+			"Times a new connection had to wait to be accepted because --max-conns were open.", nil, nil),
+	}
+}
+
+func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.backend, c.fallbacks, c.redisErrors, c.poolConns, c.poolMax, c.poolWaits,
+		c.poolWaitSeconds, c.unavailable, c.httpOpen, c.httpMax, c.httpWaits} {
+		ch <- d
+	}
+}
+
+func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	if f := c.lim.fallback; f != nil {
+		p, s := f.Backends()
+		active := f.Backend()
+		gauge(c.backend, b2f(active == p), p)
+		gauge(c.backend, b2f(active == s), s)
+		counter(c.fallbacks, float64(f.Fallbacks()))
+		counter(c.redisErrors, float64(f.Failures()))
+	} else {
+		gauge(c.backend, 1, c.lim.backend)
+		counter(c.fallbacks, 0)
+	}
+	if ps, ok := c.db.PoolStats(); ok {
+		gauge(c.poolConns, float64(ps.InUse), "in_use")
+		gauge(c.poolConns, float64(ps.Idle), "idle")
+		gauge(c.poolMax, float64(ps.MaxConns))
+		counter(c.poolWaits, float64(ps.WaitCount))
+		counter(c.poolWaitSeconds, ps.WaitDuration.Seconds())
+		counter(c.unavailable, float64(ps.Exhausted), "pool_exhausted")
+		counter(c.unavailable, float64(ps.Unreachable), "unreachable")
+	}
+	if c.conns != nil {
+		gauge(c.httpOpen, float64(c.conns.open.Load()))
+		gauge(c.httpMax, float64(c.max))
+		counter(c.httpWaits, float64(c.conns.waits.Load()))
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
