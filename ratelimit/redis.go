@@ -37,6 +37,20 @@ redis.call('SET', KEYS[1], string.format('%d', newtat), 'PX', math.ceil(diff / 1
 return {1, math.floor((window - diff) / interval), diff, 0}
 `)
 
+// FailFast sets opt so that no call waits longer than timeout for Redis:
+// no retries, and dial, read, write and pool waits of at most timeout (a
+// shorter one already set is kept), with the caller's context deadline
+// honoured. [Fallback] relies on it to decide with its secondary in time.
+func FailFast(opt *redis.Options, timeout time.Duration) {
+	opt.MaxRetries = -1
+	opt.ContextTimeoutEnabled = true
+	for _, d := range []*time.Duration{&opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout} {
+		if *d <= 0 || *d > timeout {
+			*d = timeout
+		}
+	}
+}
+
 // Redis is a [Limiter] whose state is shared through Redis, for several nodes
 // serving the same keys.
 //

@@ -43,14 +43,7 @@ func newLimits(db *sqlstore.DB, redisOpt *redis.Options, log *slog.Logger) *limi
 	if redisOpt != nil {
 		// A request never waits longer for Redis than the fallback's
 		// timeout: no retries, and every wait of the client below it.
-		t := ratelimit.DefaultPrimaryTimeout
-		redisOpt.MaxRetries = -1
-		redisOpt.ContextTimeoutEnabled = true
-		for _, d := range []*time.Duration{&redisOpt.DialTimeout, &redisOpt.ReadTimeout, &redisOpt.WriteTimeout, &redisOpt.PoolTimeout} {
-			if *d <= 0 || *d > t {
-				*d = t
-			}
-		}
+		ratelimit.FailFast(redisOpt, ratelimit.DefaultPrimaryTimeout)
 		l.redis = redis.NewClient(redisOpt)
 		l.fallback = ratelimit.NewFallback(ratelimit.NewRedis(l.redis), "redis", local, l.backend, ratelimit.FallbackOptions{Log: log})
 		l.Limiter = l.fallback
