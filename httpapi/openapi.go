@@ -86,8 +86,33 @@ func openAPIMerged() ([]byte, error) {
 		}
 	}
 	merged["tags"] = tags
+	addUnavailable(merged)
 	addRequestIDHeader(merged)
 	return json.Marshal(merged)
+}
+
+// addUnavailable documents 503 DATABASE_UNAVAILABLE (the shared
+// Unavailable response) on every authenticated operation that lists no 503
+// of its own: any of them may find the database busy or unreachable. An
+// operation with its own 503 lists the code in its description.
+func addUnavailable(doc map[string]any) {
+	paths, _ := doc["paths"].(map[string]any)
+	for _, item := range paths {
+		item, _ := item.(map[string]any)
+		for _, method := range []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"} {
+			op, _ := item[method].(map[string]any)
+			if op == nil {
+				continue
+			}
+			if sec, ok := op["security"].([]any); ok && len(sec) == 0 {
+				continue // no key: it answers without the database (or documents its own 503)
+			}
+			responses, _ := op["responses"].(map[string]any)
+			if responses != nil && responses["503"] == nil {
+				responses["503"] = map[string]any{"$ref": "#/components/responses/Unavailable"}
+			}
+		}
+	}
 }
 
 // requestIDHeader is the header every answer of the server carries.
