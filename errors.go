@@ -43,9 +43,9 @@ const (
 	// time (the node's connection pool stayed exhausted, the server refused
 	// more clients, or it could not be reached). Retry later.
 	CodeDatabaseUnavailable Code = "DATABASE_UNAVAILABLE"
-	CodeMethodNotAllowed     Code = "METHOD_NOT_ALLOWED"
-	CodePayloadTooLarge      Code = "PAYLOAD_TOO_LARGE"
-	CodeInternal             Code = "INTERNAL_ERROR"
+	CodeMethodNotAllowed    Code = "METHOD_NOT_ALLOWED"
+	CodePayloadTooLarge     Code = "PAYLOAD_TOO_LARGE"
+	CodeInternal            Code = "INTERNAL_ERROR"
 )
 
 // Error is the one error type of the service. Its Message is safe to show to

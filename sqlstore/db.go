@@ -62,7 +62,7 @@ type DB struct {
 
 	pool     poolState // PostgreSQL: the pool's options and failures
 	rebound  sync.Map  // query with ? -> query with $n
-	keyLists sync.Map // tenant id -> *keyList
+	keyLists sync.Map  // tenant id -> *keyList
 	// keyListGen counts key-list invalidations (see Keys).
 	keyListGen atomic.Uint64
 	batch      *batcher
@@ -444,7 +444,7 @@ func (r row) Scan(dest ...any) error {
 // that come with them, on the one goroutine every send waits for.
 type Tx struct {
 	db    *DB
-	tx    execer // *sql.Tx on PostgreSQL, *sql.Conn on SQLite
+	tx    execer    // *sql.Tx on PostgreSQL, *sql.Conn on SQLite
 	conn  *sql.Conn // PostgreSQL: the connection tx runs on, closed at its end
 	after []func()
 	// bumps holds increments of daily counters without a limit, applied

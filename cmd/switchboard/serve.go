@@ -9,8 +9,8 @@ import (
 	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/delivery"
 	"github.com/switchboard/switchboard/provider/android"
-	"github.com/switchboard/switchboard/sqlstore"
 	switchboard "github.com/switchboard/switchboard/server"
+	"github.com/switchboard/switchboard/sqlstore"
 )
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
