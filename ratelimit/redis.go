@@ -72,6 +72,13 @@ func NewRedis(client redis.UniversalClient) *Redis {
 	return &Redis{client: client}
 }
 
+// Load loads the limiter's script into Redis, so that the first decisions
+// need one round trip, not two (EVALSHA, then EVAL when the script is
+// missing).
+func (r *Redis) Load(ctx context.Context) error {
+	return gcraScript.Load(ctx, r.client).Err()
+}
+
 // Allow implements [Limiter]. Besides invalid arguments it returns any error
 // from Redis, including ctx's; the Decision is then the zero value and the
 // caller decides whether to fail open or closed.

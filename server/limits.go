@@ -45,7 +45,13 @@ func newLimits(db *sqlstore.DB, redisOpt *redis.Options, log *slog.Logger) *limi
 		// timeout: no retries, and every wait of the client below it.
 		ratelimit.FailFast(redisOpt, ratelimit.DefaultPrimaryTimeout)
 		l.redis = redis.NewClient(redisOpt)
-		l.fallback = ratelimit.NewFallback(ratelimit.NewRedis(l.redis), "redis", local, l.backend, ratelimit.FallbackOptions{Log: log})
+		rl := ratelimit.NewRedis(l.redis)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := rl.Load(ctx); err != nil {
+			log.Warn("rate limits: redis does not answer at start-up; requests will be limited by "+l.backend+" until it does", "err", err)
+		}
+		cancel()
+		l.fallback = ratelimit.NewFallback(rl, "redis", local, l.backend, ratelimit.FallbackOptions{Log: log})
 		l.Limiter = l.fallback
 	}
 	return l
