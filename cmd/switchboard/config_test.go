@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
 )
@@ -82,5 +83,35 @@ func TestUsageHidesSecrets(t *testing.T) {
 	}
 	if strings.Contains(err.Error()+out.String(), redisPW) || !strings.Contains(err.Error(), "--redis-url") {
 		t.Errorf("serve with a malformed --redis-url: %v\n%s", err, out.String())
+	}
+}
+
+// TestServeScaleOutFlags: the pool, wait and HTTP limits are flags and
+// environment variables that serve --help lists with their defaults, and a
+// cap below 1 is refused.
+func TestServeScaleOutFlags(t *testing.T) {
+	var stderr bytes.Buffer
+	run(context.Background(), []string{"serve", "--help"}, noEnv, &stderr, &stderr)
+	for _, want := range []string{
+		"-db-max-conns", "SWITCHBOARD_DB_MAX_CONNS", "(default 16)",
+		"-db-wait", "SWITCHBOARD_DB_WAIT", "(default 2s)",
+		"-max-conns", "SWITCHBOARD_MAX_CONNS", "(default 10000)",
+		"-header-timeout", "SWITCHBOARD_HEADER_TIMEOUT", "(default 10s)",
+		"-idle-timeout", "SWITCHBOARD_IDLE_TIMEOUT", "(default 2m0s)",
+	} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("serve --help does not show %s", want)
+		}
+	}
+	for _, args := range [][]string{{"--db-max-conns", "0"}, {"--max-conns", "-1"}} {
+		err := run(context.Background(), append([]string{"serve", "--addr", "127.0.0.1:0", "--database", sqliteURL(t)}, args...), noEnv, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("serve %s: %v, want a refusal naming the flag", strings.Join(args, " "), err)
+		}
+	}
+	env := map[string]string{"SWITCHBOARD_DB_MAX_CONNS": "0"}
+	err := run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--database", sqliteURL(t)}, func(k string) string { return env[k] }, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--db-max-conns") {
+		t.Errorf("SWITCHBOARD_DB_MAX_CONNS=0: %v, want a refusal", err)
 	}
 }
