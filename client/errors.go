@@ -53,6 +53,7 @@ const (
 	CodeDeliveryNotFailed    Code = "DELIVERY_NOT_FAILED"   // 409: only a failed webhook delivery is sent again
 	CodeDetectionUnavailable Code = "DETECTION_UNAVAILABLE" // 503: channel detection unreachable
 	CodeChannelUnavailable   Code = "CHANNEL_UNAVAILABLE"   // 503: the chat engine is down
+	CodeDatabaseUnavailable  Code = "DATABASE_UNAVAILABLE"  // 503: the database is busy or unreachable; retried
 	CodeMethodNotAllowed     Code = "METHOD_NOT_ALLOWED"    // 405
 	CodePayloadTooLarge      Code = "PAYLOAD_TOO_LARGE"     // 413
 	CodeInternal             Code = "INTERNAL_ERROR"        // 500

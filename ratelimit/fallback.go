@@ -13,6 +13,11 @@ import (
 // default before it decides with the secondary instead.
 const DefaultPrimaryTimeout = 75 * time.Millisecond
 
+// DefaultFailures is how many calls in a row must fail before [Fallback]
+// leaves its primary alone for a while: one slow answer on a busy machine is
+// no outage.
+const DefaultFailures = 3
+
 // DefaultCooldown is how long [Fallback] leaves its primary alone by
 // default after a failure before it tries it again.
 const DefaultCooldown = time.Second
@@ -22,16 +27,17 @@ const DefaultCooldown = time.Second
 // secondary one (PostgreSQL, or Memory on a single node) instead, so that a
 // request never waits long for, nor fails because of, an unreachable Redis.
 //
-// After a failure the primary is degraded: for Cooldown every decision is
-// the secondary's without trying the primary; then one request at a time
-// tries it again (the others still go to the secondary) until one
-// succeeds. Degrading is logged once at warn level and recovering once at
+// After Failures calls in a row failed, the primary is degraded: for
+// Cooldown every decision is the secondary's without trying the primary;
+// then one request at a time tries it again (the others still go to the
+// secondary) until one succeeds. Degrading is logged once at warn level and recovering once at
 // info level. The two limiters keep separate state: a key that used its
 // budget on one starts afresh on the other, once per switch.
 type Fallback struct {
 	primary, secondary         Limiter
 	primaryName, secondaryName string
 	timeout, cooldown          time.Duration
+	threshold                  int64
 	log                        *slog.Logger
 	now                        func() time.Time
 
@@ -41,13 +47,17 @@ type Fallback struct {
 	retryAt   time.Time // while degraded: when the primary may be tried again
 	fallbacks atomic.Int64
 	failures  atomic.Int64
+	inARow    atomic.Int64 // calls to the primary that failed since its last success
 }
 
 // FallbackOptions tunes a Fallback. Zero values take the defaults.
 type FallbackOptions struct {
 	// Timeout bounds each call to the primary (DefaultPrimaryTimeout).
 	Timeout time.Duration
-	// Cooldown is how long the primary is left alone after a failure
+	// Failures is how many calls in a row must fail before the primary
+	// is left alone (DefaultFailures).
+	Failures int
+	// Cooldown is how long the primary is then left alone
 	// (DefaultCooldown).
 	Cooldown time.Duration
 	// Log receives the changes of backend (default slog.Default()).
@@ -65,6 +75,9 @@ func NewFallback(primary Limiter, primaryName string, secondary Limiter, seconda
 	if opt.Cooldown <= 0 {
 		opt.Cooldown = DefaultCooldown
 	}
+	if opt.Failures <= 0 {
+		opt.Failures = DefaultFailures
+	}
 	if opt.Log == nil {
 		opt.Log = slog.Default()
 	}
@@ -72,7 +85,7 @@ func NewFallback(primary Limiter, primaryName string, secondary Limiter, seconda
 		opt.Now = time.Now
 	}
 	return &Fallback{primary: primary, primaryName: primaryName, secondary: secondary, secondaryName: secondaryName,
-		timeout: opt.Timeout, cooldown: opt.Cooldown, log: opt.Log, now: opt.Now}
+		timeout: opt.Timeout, cooldown: opt.Cooldown, threshold: int64(opt.Failures), log: opt.Log, now: opt.Now}
 }
 
 var _ Limiter = (*Fallback)(nil)
@@ -90,6 +103,7 @@ func (f *Fallback) Allow(ctx context.Context, key string, limit int, period time
 	d, err := f.primary.Allow(pctx, key, limit, period)
 	cancel()
 	if err == nil {
+		f.inARow.Store(0)
 		if f.degraded.Load() {
 			f.recover()
 		}
@@ -119,9 +133,13 @@ func (f *Fallback) tryProbe() bool {
 	return due && f.probing.CompareAndSwap(false, true)
 }
 
-// fail records a failure of the primary: it is left alone for the cooldown.
+// fail records a failure of the primary: after enough in a row, or one
+// while degraded, it is left alone for the cooldown.
 func (f *Fallback) fail(err error) {
 	f.failures.Add(1)
+	if f.inARow.Add(1) < f.threshold && !f.degraded.Load() {
+		return
+	}
 	f.mu.Lock()
 	f.retryAt = f.now().Add(f.cooldown)
 	f.mu.Unlock()

@@ -74,19 +74,25 @@ func TestFallback(t *testing.T) {
 				}
 			}
 
-			// Redis goes away: the fallback decides, at once, with its own
-			// (fresh) state, and the limit still holds there.
+			// Redis goes away: the fallback decides each call, at once,
+			// with its own (fresh) state, and the limit still holds there.
+			// After DefaultFailures calls in a row, Redis is left alone.
 			proxy.SetMode(mode.mode)
-			start := time.Now()
-			d := allow()
-			if took := time.Since(start); took > time.Second { // the budget is 75 ms; 1 s leaves room for a loaded machine
-				t.Errorf("the first decision after Redis went away took %v", took)
+			for i := range DefaultFailures {
+				start := time.Now()
+				d := allow()
+				if took := time.Since(start); took > time.Second { // the budget is 75 ms; 1 s leaves room for a loaded machine
+					t.Errorf("decision %d after Redis went away took %v", i, took)
+				}
+				if !d.Allowed || d.Remaining != 4-i || f.Degraded() != (i == DefaultFailures-1) {
+					t.Fatalf("call %d with redis down: %+v, degraded %v, backend %s", i, d, f.Degraded(), f.Backend())
+				}
 			}
-			if !d.Allowed || d.Remaining != 4 || !f.Degraded() || f.Backend() != "memory" {
-				t.Fatalf("first call with redis down: %+v, degraded %v, backend %s", d, f.Degraded(), f.Backend())
+			if f.Backend() != "memory" {
+				t.Fatalf("backend %s after %d failures", f.Backend(), DefaultFailures)
 			}
 			dialed := proxy.Accepted()
-			for range 4 {
+			for range 5 - DefaultFailures {
 				allow()
 			}
 			if d := allow(); d.Allowed || d.RetryAfterSeconds() < 1 {

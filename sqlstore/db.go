@@ -367,69 +367,104 @@ func (db *DB) q(query string) string {
 
 // On PostgreSQL, exec, query, queryRow and begin take their connection with
 // acquire, which waits at most the pool's wait (see Options) and then fails
-// with DATABASE_UNAVAILABLE; the statement itself runs under ctx alone.
+// with DATABASE_UNAVAILABLE; the statement itself runs under ctx alone. A
+// connection found broken before the statement was sent (driver.ErrBadConn)
+// is replaced, as database/sql does for its own calls.
+
+// badConnRetries is how many times a statement is tried on another
+// connection after driver.ErrBadConn.
+const badConnRetries = 2
 
 func (db *DB) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	if db.dialect != Postgres {
 		return db.write.ExecContext(ctx, db.q(query), args...)
 	}
-	conn, err := db.acquire(ctx)
-	if err != nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		conn, err := db.acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		res, err := conn.ExecContext(ctx, db.q(query), args...)
+		conn.Close()
+		if errors.Is(err, driver.ErrBadConn) && attempt < badConnRetries {
+			continue
+		}
+		if err != nil && ctx.Err() != nil {
+			return nil, ctx.Err() // the caller gave up: no fault of the database
+		}
+		return res, db.classify(err)
 	}
-	defer conn.Close()
-	res, err := conn.ExecContext(ctx, db.q(query), args...)
-	return res, db.classify(err)
 }
 
 func (db *DB) queryRow(ctx context.Context, query string, args ...any) row {
 	if db.dialect != Postgres {
 		return row{r: db.read.QueryRowContext(ctx, db.q(query), args...)}
 	}
-	conn, err := db.acquire(ctx)
-	if err != nil {
-		return row{err: err}
-	}
-	r := conn.QueryRowContext(ctx, db.q(query), args...)
-	go conn.Close() // returns once the row is scanned (Conn.Close waits for its rows)
-	return row{r: r, db: db}
+	rows, err := db.query(ctx, query, args...)
+	return row{rows: rows, err: err, db: db, ctx: ctx}
 }
 
 func (db *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	if db.dialect != Postgres {
 		return db.read.QueryContext(ctx, db.q(query), args...)
 	}
-	conn, err := db.acquire(ctx)
-	if err != nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		conn, err := db.acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rows, err := conn.QueryContext(ctx, db.q(query), args...)
+		if err != nil {
+			conn.Close()
+			if errors.Is(err, driver.ErrBadConn) && attempt < badConnRetries {
+				continue
+			}
+			if ctx.Err() != nil {
+				return nil, ctx.Err() // the caller gave up: no fault of the database
+			}
+			return nil, db.classify(err)
+		}
+		go conn.Close() // returns to the pool once rows is closed (Conn.Close waits for its rows)
+		return rows, nil
 	}
-	rows, err := conn.QueryContext(ctx, db.q(query), args...)
-	if err != nil {
-		conn.Close()
-		return nil, db.classify(err)
-	}
-	go conn.Close() // returns to the pool once rows is closed
-	return rows, nil
 }
 
-// row is one row of a query: a *sql.Row, or the error of taking a
-// connection for it.
+// row is one row of a query: a *sql.Row on SQLite; on PostgreSQL the rows
+// of the query, or the error of taking a connection for it.
 type row struct {
-	r   *sql.Row
-	err error
-	db  *DB // PostgreSQL: classifies the errors of the query
+	r    *sql.Row
+	rows *sql.Rows
+	err  error
+	db   *DB // PostgreSQL: classifies the errors of the query
+	ctx  context.Context
 }
 
 // Scan is (*sql.Row).Scan.
 func (r row) Scan(dest ...any) error {
+	if r.r != nil {
+		return r.r.Scan(dest...)
+	}
 	if r.err != nil {
 		return r.err
 	}
-	err := r.r.Scan(dest...)
-	if r.db != nil {
-		err = r.db.classify(err)
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return r.classify(err)
+		}
+		return sql.ErrNoRows
 	}
-	return err
+	if err := r.rows.Scan(dest...); err != nil {
+		return r.classify(err)
+	}
+	return r.classify(r.rows.Close())
+}
+
+func (r row) classify(err error) error {
+	if err != nil && r.ctx.Err() != nil {
+		return r.ctx.Err() // the caller gave up: no fault of the database
+	}
+	return r.db.classify(err)
 }
 
 // Tx is a write transaction with the store's placeholder rebinding.
@@ -501,16 +536,24 @@ func (db *DB) inTx(ctx context.Context, fn func(*Tx) error) error {
 // begin starts a write transaction.
 func (db *DB) begin(ctx context.Context) (*Tx, error) {
 	if db.dialect == Postgres {
-		conn, err := db.acquire(ctx)
-		if err != nil {
-			return nil, err
+		for attempt := 0; ; attempt++ {
+			conn, err := db.acquire(ctx)
+			if err != nil {
+				return nil, err
+			}
+			tx, err := conn.BeginTx(ctx, nil)
+			if err != nil {
+				conn.Close()
+				if errors.Is(err, driver.ErrBadConn) && attempt < badConnRetries {
+					continue
+				}
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				return nil, db.classify(err)
+			}
+			return &Tx{db: db, tx: tx, conn: conn}, nil
 		}
-		tx, err := conn.BeginTx(ctx, nil)
-		if err != nil {
-			conn.Close()
-			return nil, db.classify(err)
-		}
-		return &Tx{db: db, tx: tx, conn: conn}, nil
 	}
 	conn, err := db.write.Conn(ctx)
 	if err != nil {

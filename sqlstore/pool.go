@@ -94,6 +94,12 @@ func (db *DB) PoolStats() (PoolStats, bool) {
 func (db *DB) acquire(ctx context.Context) (*sql.Conn, error) {
 	actx, cancel := context.WithTimeout(ctx, db.pool.opt.ConnWait)
 	conn, err := db.write.Conn(actx)
+	// database/sql tries three pooled connections before it gives up with
+	// ErrBadConn; after many broke at once (a burst of canceled requests
+	// interrupts their statements), the pool may hold more than that.
+	for i := 0; i < db.pool.opt.MaxConns && errors.Is(err, driver.ErrBadConn) && actx.Err() == nil; i++ {
+		conn, err = db.write.Conn(actx)
+	}
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
