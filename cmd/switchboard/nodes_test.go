@@ -316,3 +316,19 @@ func schemaOf(t testing.TB, db string) string {
 	}
 	return u.Query().Get("search_path")
 }
+
+// TestReadyzSQLite: a single node on SQLite is ready, its limits in memory.
+func TestReadyzSQLite(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, sqliteURL(t))
+	r := s.do(t, "GET", "/readyz", "", nil)
+	checks, _ := r.Data()["checks"].(map[string]any)
+	rl, _ := checks["rate_limits"].(map[string]any)
+	dbc, _ := checks["database"].(map[string]any)
+	if r.Status != http.StatusOK || r.Data()["status"] != "ready" || rl["detail"] != "memory" || dbc["status"] != "ok" {
+		t.Errorf("/readyz on SQLite: %d %s", r.Status, r.Raw)
+	}
+	if m := metric(scrape(t, s), `switchboard_ratelimit_backend{backend="memory"}`); m != 1 {
+		t.Errorf(`switchboard_ratelimit_backend{backend="memory"} = %v, want 1`, m)
+	}
+}
