@@ -67,6 +67,8 @@ type ErrorDetails struct {
 	// ExistingID is the resource that already exists (DUPLICATE_CONTACT,
 	// DUPLICATE_PHONE).
 	ExistingID string `json:"existing_id,omitempty"`
+	// Checks are a node's checks when GET /readyz answers 503.
+	Checks map[string]ReadinessCheck `json:"checks,omitempty"`
 }
 
 // Error is an error answer of the API, after any retries. Every error the

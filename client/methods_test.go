@@ -201,6 +201,9 @@ func TestEveryRoute(t *testing.T) {
 		if err := live.Health(ctx); err != nil {
 			t.Fatal(err)
 		}
+		if r, err := live.Ready(ctx); err != nil || r.Status != "ready" || r.Checks["database"].Status != "ok" {
+			t.Fatalf("Ready: %+v, %v", r, err)
+		}
 		doc := must(live.OpenAPIDocument(ctx))(t)
 		var d struct{ OpenAPI string }
 		if err := json.Unmarshal(doc, &d); err != nil || d.OpenAPI != "3.1.0" {

@@ -218,6 +218,7 @@ func TestTypesMatchTheDocument(t *testing.T) {
 		"InboundRequest":        client.InboundParams{},
 		"SimulatorSettings":     client.SimulatorSettings{},
 		"ErrorDetails":          client.ErrorDetails{},
+		"ReadinessCheck":        client.ReadinessCheck{},
 	} {
 		if got, want := jsonFields(reflect.TypeOf(v)), props(schema); !slices.Equal(got, want) {
 			t.Errorf("%T has the fields %v; the schema %s has %v", v, got, schema, want)

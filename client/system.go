@@ -70,6 +70,35 @@ func (c *Client) Health(ctx context.Context) error {
 	return nil
 }
 
+// Readiness is the answer of GET /readyz.
+type Readiness struct {
+	// Status is "ready", or "degraded" while the node serves with a
+	// fallback (Redis unreachable) or every database connection is busy.
+	Status string `json:"status"`
+	// Checks has one entry per dependency: "database", "rate_limits".
+	Checks map[string]ReadinessCheck `json:"checks"`
+}
+
+// ReadinessCheck is the state of one dependency of a node.
+type ReadinessCheck struct {
+	// Status is "ok", "degraded" or "down".
+	Status string `json:"status"`
+	// Detail says what is wrong, or which backend is in use.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Ready asks whether the node can serve (GET /readyz); it needs no valid
+// key. A node whose database is unreachable answers 503
+// DATABASE_UNAVAILABLE: the *Error's Details.Checks then has the checks.
+// Like every 503, that answer is retried first.
+func (c *Client) Ready(ctx context.Context) (*Readiness, error) {
+	var r Readiness
+	if err := c.call(ctx, http.MethodGet, nil, &r, "readyz"); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
 // OpenAPIDocument returns the server's OpenAPI 3.1 document, as JSON
 // (GET /v1/openapi.json).
 func (c *Client) OpenAPIDocument(ctx context.Context) ([]byte, error) {
