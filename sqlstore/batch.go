@@ -45,7 +45,7 @@ func newBatcher(db *DB, writers int) *batcher {
 	b := &batcher{db: db, queue: make(chan *batchReq, 4096), stop: make(chan struct{})}
 	for i := 0; i < writers; i++ {
 		b.wg.Add(1)
-		go b.loop()
+		go b.loop((db.shardBase + i) % counterShards)
 	}
 	return b
 }
@@ -96,7 +96,9 @@ const (
 	lingerMax = 500 * time.Microsecond
 )
 
-func (b *batcher) loop() {
+// loop is one writer; shard is the shard of the daily counters its
+// transactions add to, its own among the node's writers.
+func (b *batcher) loop(shard int) {
 	defer b.wg.Done()
 	batch := make([]*batchReq, 0, maxBatch)
 	timer := time.NewTimer(time.Hour)
@@ -118,6 +120,9 @@ func (b *batcher) loop() {
 			b.refuse(batch[0], err)
 			prev = 0
 			continue
+		}
+		if err == nil {
+			tx.shard = shard
 		}
 		ok := err == nil && b.exec(tx, batch[0])
 		linger := prev >= lingerMin
@@ -178,7 +183,11 @@ func (b *batcher) exec(tx *Tx, r *batchReq) bool {
 		r.err = err
 		return true
 	}
+	mark := len(tx.takes)
 	r.err = r.fn(tx)
+	if r.err != nil {
+		tx.untake(mark) // units of daily limits the failed work took
+	}
 	return r.err == nil || isVerdict(r.err)
 }
 
@@ -248,7 +257,11 @@ func (b *batcher) runTx(reqs []*batchReq) error {
 	for attempt := 0; attempt < 3; attempt++ {
 		err = b.db.inTx(ctx, func(tx *Tx) error {
 			for _, r := range reqs {
+				mark := len(tx.takes)
 				r.err = r.fn(tx)
+				if r.err != nil {
+					tx.untake(mark)
+				}
 				if r.err != nil && (len(reqs) == 1 || !isVerdict(r.err)) {
 					return r.err
 				}

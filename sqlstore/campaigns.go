@@ -398,21 +398,38 @@ func (db *DB) WithdrawCampaign(ctx context.Context, c *sb.Campaign, now time.Tim
 }
 
 // release takes counts back from daily counters ("counter\x00day" ->
-// count), in one order for every writer, never below zero. The phone cache
-// of this node forgets the tenant, whose phones' use went down.
+// count): from the transaction's shard of each (a shard may go below zero,
+// the counter's sum does not: it counted the messages given back), and,
+// for a counter with a limit, from what the nodes reserved of it, so that
+// the units can be reserved again (on PostgreSQL once the transaction has
+// committed: see reserveBlock). The phone cache of this node forgets the
+// tenant, whose phones' use went down.
 func (t *Tx) release(ctx context.Context, tenantID string, env sb.Environment, counts map[string]int64) error {
 	if len(counts) == 0 {
 		return nil
 	}
+	var back []counterKey
 	for _, key := range slices.Sorted(maps.Keys(counts)) {
 		counter, day, _ := strings.Cut(key, "\x00")
 		k := counts[key]
-		if _, err := t.exec(ctx, `UPDATE daily_counters SET n = CASE WHEN n > ? THEN n - ? ELSE 0 END
-			WHERE tenant_id = ? AND environment = ? AND counter = ? AND day = ?`, k, k, tenantID, string(env), counter, day); err != nil {
+		if _, err := t.exec(ctx, `INSERT INTO daily_counters (tenant_id, environment, counter, day, shard, n) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (tenant_id, environment, counter, day, shard) DO UPDATE SET n = daily_counters.n + excluded.n`,
+			tenantID, string(env), counter, day, t.shard, -k); err != nil {
 			return err
 		}
+		ck := counterKey{tenantID, env, counter, day}
+		if t.db.dialect == Postgres {
+			back = append(back, ck)
+		} else {
+			t.db.giveBack(ctx, t, ck, k)
+		}
 	}
-	t.afterCommit(func() { t.db.phoneCache.forget(tenantID) })
+	t.afterCommit(func() {
+		t.db.phoneCache.forget(tenantID)
+		for _, ck := range back {
+			t.db.giveBack(ctx, nil, ck, counts[ck.name+"\x00"+ck.day])
+		}
+	})
 	return nil
 }
 
@@ -689,12 +706,22 @@ func (p *placer) place(ctx context.Context, m *sb.Message) (day int, ok bool, er
 		d = max(d, p.ncFrom)
 	}
 	for ; d <= maxDeferDays; d++ {
+		// A limited counter's unit is taken from what this node reserved
+		// (see counters.go); the counts read are a guide for the choice.
+		ncKey := counterKey{p.tenantID, p.env, "new_contacts", p.day(d)}
 		if limited {
 			n, err := p.newContactsOn(ctx, d)
 			if err != nil {
 				return 0, false, err
 			}
-			if n >= int64(p.limit) {
+			ok := n < int64(p.limit)
+			if ok {
+				if ok, err = p.tx.take(ctx, ncKey, p.limit); err != nil {
+					return 0, false, err
+				}
+			}
+			if !ok {
+				p.newContacts[d] = int64(p.limit)
 				p.ncFrom = d + 1
 				continue
 			}
@@ -703,25 +730,47 @@ func (p *placer) place(ctx context.Context, m *sb.Message) (day int, ok bool, er
 		if err != nil {
 			return 0, false, err
 		}
-		var usable []sb.PhoneUse
+		var chosen *sb.Phone
 		capable := false
-		for _, ph := range p.phones {
-			if !ph.HasChannel(m.Channel) {
-				continue
+		for chosen == nil {
+			var usable []sb.PhoneUse
+			for _, ph := range p.phones {
+				if !ph.HasChannel(m.Channel) {
+					continue
+				}
+				capable = true
+				if ph.DailyLimit == 0 || use[ph.ID] < int64(ph.DailyLimit) {
+					usable = append(usable, sb.PhoneUse{Phone: ph, Used: use[ph.ID]})
+				}
 			}
-			capable = true
-			if ph.DailyLimit == 0 || use[ph.ID] < int64(ph.DailyLimit) {
-				usable = append(usable, sb.PhoneUse{Phone: ph, Used: use[ph.ID]})
+			if len(usable) == 0 {
+				break
 			}
+			ph := p.tx.db.routing.Pick(usable, m.Channel, "", rcp.phoneID, "", p.now).Phone
+			if ph.DailyLimit == 0 {
+				chosen = ph
+				break
+			}
+			ok, err := p.tx.take(ctx, counterKey{p.tenantID, p.env, phoneCounter(ph.ID), p.day(d)}, ph.DailyLimit)
+			if err != nil {
+				return 0, false, err
+			}
+			if ok {
+				chosen = ph
+			} else {
+				use[ph.ID] = int64(ph.DailyLimit) // used up across the nodes
+			}
+		}
+		if chosen == nil && limited {
+			p.tx.returnTake(ncKey)
 		}
 		if !capable {
 			return 0, false, nil
 		}
-		if len(usable) == 0 {
+		if chosen == nil {
 			p.phoneFrom[m.Channel] = d + 1
 			continue
 		}
-		chosen := p.tx.db.routing.Pick(usable, m.Channel, "", rcp.phoneID, "", p.now).Phone
 		m.From, m.PhoneID, m.PhoneKind = chosen.Number, chosen.ID, chosen.Kind
 		m.CountedDay = p.day(d)
 		use[chosen.ID]++
@@ -761,7 +810,8 @@ func (p *placer) phoneUseOn(ctx context.Context, d int) (map[string]int64, error
 		return use, nil
 	}
 	use := map[string]int64{}
-	rows, err := p.tx.query(ctx, `SELECT counter, n FROM daily_counters WHERE tenant_id = ? AND environment = ? AND day = ? AND counter LIKE 'phone:%'`,
+	rows, err := p.tx.query(ctx, `SELECT counter, CAST(SUM(n) AS BIGINT) FROM daily_counters
+		WHERE tenant_id = ? AND environment = ? AND day = ? AND counter LIKE 'phone:%' GROUP BY counter`,
 		p.tenantID, string(p.env), p.day(d))
 	if err != nil {
 		return nil, err
@@ -817,14 +867,11 @@ func (p *placer) write(ctx context.Context) error {
 			return cmp.Or(err, errLostRace)
 		}
 	}
-	keys := slices.Sorted(maps.Keys(p.bumps)) // one order for every writer: no deadlock between chunks
-	for _, key := range keys {
+	// The counts go to the transaction's shards with the direct sends'
+	// (see flushBumps).
+	for key, n := range p.bumps {
 		counter, day, _ := strings.Cut(key, "\x00")
-		if _, err := p.tx.exec(ctx, `INSERT INTO daily_counters (tenant_id, environment, counter, day, n) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (tenant_id, environment, counter, day) DO UPDATE SET n = daily_counters.n + excluded.n`,
-			p.tenantID, string(p.env), counter, day, p.bumps[key]); err != nil {
-			return err
-		}
+		p.tx.bumpN(counterKey{p.tenantID, p.env, counter, day}, n)
 	}
 	return nil
 }

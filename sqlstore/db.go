@@ -87,6 +87,14 @@ type DB struct {
 	// commits (see SetObserver).
 	observer atomic.Pointer[func(m *sb.Message, event string)]
 
+	// allow holds the units of limited daily counters this node reserved
+	// and has not spent; shardBase is the first of the counter shards its
+	// writers add to (see counters.go).
+	allow          allowances
+	shardBase      int
+	stopAllowances chan struct{}
+	allowancesDone chan struct{}
+
 	messagesDue chan struct{}            // wakes this node's delivery workers
 	handover    atomic.Pointer[handover] // accepted sends on their way to this node's worker
 	webhooksDue chan struct{}            // wakes this node's webhook workers
@@ -183,6 +191,9 @@ func OpenOptions(ctx context.Context, url string, opt Options) (*DB, error) {
 	db.messagesDue = make(chan struct{}, 1)
 	db.webhooksDue = make(chan struct{}, 1)
 	db.node = sb.NewID()
+	db.shardBase = newShardBase()
+	db.stopAllowances, db.allowancesDone = make(chan struct{}), make(chan struct{})
+	go db.allowanceLoop(db.stopAllowances, db.allowancesDone)
 	writers := 1 // SQLite has one writer
 	if db.dialect == Postgres {
 		writers = 4
@@ -324,6 +335,11 @@ func (db *DB) Dialect() Dialect { return db.dialect }
 
 // Close closes the database.
 func (db *DB) Close() error {
+	if db.stopAllowances != nil {
+		close(db.stopAllowances)
+		<-db.allowancesDone
+		db.giveBackIdle(context.Background(), 0) // what this node holds of daily limits
+	}
 	if db.stopCheckpoints != nil {
 		close(db.stopCheckpoints)
 		<-db.checkpointsDone
@@ -490,6 +506,14 @@ type Tx struct {
 	// their counts (see phoneList).
 	counted map[counterKey]int64
 	phones  map[phoneKey]*txPhones
+	// shard is the shard of the counters this transaction adds to; takes
+	// the units of limited counters it took, pending (SQLite) what is left
+	// of blocks it reserved itself, full the limited counters it found
+	// used up (see counters.go).
+	shard   int
+	takes   []taken
+	pending map[counterKey]int64
+	full    map[counterKey]bool
 }
 
 // execer is what *sql.Tx and *sql.Conn have in common.
@@ -552,7 +576,7 @@ func (db *DB) begin(ctx context.Context) (*Tx, error) {
 				}
 				return nil, db.classify(err)
 			}
-			return &Tx{db: db, tx: tx, conn: conn}, nil
+			return &Tx{db: db, tx: tx, conn: conn, shard: db.shardBase}, nil
 		}
 	}
 	conn, err := db.write.Conn(ctx)
@@ -563,7 +587,7 @@ func (db *DB) begin(ctx context.Context) (*Tx, error) {
 		conn.Close()
 		return nil, err
 	}
-	return &Tx{db: db, tx: conn}, nil
+	return &Tx{db: db, tx: conn, shard: db.shardBase}, nil
 }
 
 // commit applies the deferred counter increments, commits, and then runs
@@ -582,8 +606,12 @@ func (t *Tx) commit(ctx context.Context) error {
 		err = endSQLite(tx, "COMMIT")
 	}
 	if err != nil {
+		// It may have committed all the same (a connection lost during
+		// the commit): the units it took stay spent.
+		t.takes, t.pending = nil, nil
 		return err
 	}
+	t.endTakes(true)
 	if len(t.counted) > 0 {
 		t.db.phoneCache.committed(t.counted)
 	}
@@ -595,6 +623,7 @@ func (t *Tx) commit(ctx context.Context) error {
 
 // rollback ends the transaction without committing it.
 func (t *Tx) rollback() {
+	t.endTakes(false)
 	switch tx := t.tx.(type) {
 	case *sql.Tx:
 		tx.Rollback()

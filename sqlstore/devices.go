@@ -277,11 +277,12 @@ func (t *Tx) reroute(ctx context.Context, m *routeRow, now time.Time, cache rout
 	}
 	if p.ID != m.phoneID {
 		if err := t.countOnPhone(ctx, sb.Live, p, day); err != nil {
-			if errors.Is(err, errLostRace) { // the limit was reached meanwhile: next pass
-				return wait()
-			}
 			return false, err
 		}
+	} else if p.DailyLimit > 0 {
+		// Back to its own phone, where it is counted already: the unit
+		// pickPhone took goes back.
+		t.returnTake(counterKey{p.TenantID, sb.Live, phoneCounter(p.ID), day})
 	}
 	var runAt, deviceDue any = nil, sb.Micros(now)
 	if p.Kind != sb.PhoneAndroid {

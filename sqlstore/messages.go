@@ -1,7 +1,6 @@
 package sqlstore
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -147,26 +146,6 @@ func (db *DB) Recipient(ctx context.Context, tenantID string, env sb.Environment
 	return err == nil, opted != 0, err
 }
 
-func (t *Tx) counter(ctx context.Context, tenantID string, env sb.Environment, name, day string) (int64, error) {
-	var n int64
-	err := t.queryRow(ctx, `SELECT n FROM daily_counters WHERE tenant_id = ? AND environment = ? AND counter = ? AND day = ?`,
-		tenantID, string(env), name, day).Scan(&n)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
-	return n, err
-}
-
-// bump adds one to a daily counter at once, and notes it (see count).
-func (t *Tx) bump(ctx context.Context, tenantID string, env sb.Environment, name, day string) error {
-	_, err := t.exec(ctx, `INSERT INTO daily_counters (tenant_id, environment, counter, day, n) VALUES (?, ?, ?, ?, 1)
-		ON CONFLICT (tenant_id, environment, counter, day) DO UPDATE SET n = daily_counters.n + 1`, tenantID, string(env), name, day)
-	if err == nil {
-		t.count(counterKey{tenantID, env, name, day})
-	}
-	return err
-}
-
 // counterKey names one daily counter.
 type counterKey struct {
 	tenantID string
@@ -175,34 +154,34 @@ type counterKey struct {
 	day      string
 }
 
-// bumpLater adds one to a daily counter that has no limit, when the
-// transaction is about to commit. The counters of a tenant's sending phones
-// are bumped by every send: done at once, the first bump would hold the
-// counter row's lock (PostgreSQL) for the rest of a whole batch and its
-// commit, so concurrent writers would queue behind it, and every send
-// would cost a statement. Deferred, a batch adds its count to each counter
-// in one statement, right before the commit. The counts this transaction
-// reads (phoneList) include its pending increments. Call it only once
-// the caller's checks are all done, like any write.
+// bumpLater adds one to a daily counter when the transaction is about to
+// commit, in the transaction's own shard of the counter (see counters.go).
+// The counters of a tenant's sending phones are bumped by every send: done
+// at once, each bump would cost a statement and hold the row's lock
+// (PostgreSQL) for the rest of the batch. Deferred, a batch adds its
+// counts in one statement right before the commit. The counts this
+// transaction reads (phoneList) include its pending increments. A counter
+// with a limit is bumped only for a unit the work took (take). Call it
+// only once the caller's checks are all done, like any write.
 func (t *Tx) bumpLater(tenantID string, env sb.Environment, name, day string) {
+	t.bumpN(counterKey{tenantID, env, name, day}, 1)
+}
+
+// bumpN is bumpLater of n.
+func (t *Tx) bumpN(k counterKey, n int64) {
 	if t.bumps == nil {
 		t.bumps = map[counterKey]int64{}
 	}
-	k := counterKey{tenantID, env, name, day}
-	t.bumps[k]++
-	t.count(k)
-}
-
-// count notes an increment this transaction made to a counter.
-func (t *Tx) count(k counterKey) {
+	t.bumps[k] += n
 	if t.counted == nil {
 		t.counted = map[counterKey]int64{}
 	}
-	t.counted[k]++
+	t.counted[k] += n
 }
 
-// flushBumps applies the increments of bumpLater, counter by counter in a
-// fixed order (so that writers lock the rows in the same order).
+// flushBumps applies the increments of bumpLater to this transaction's
+// shard of each counter (see counters.go), all in one statement, in a
+// fixed order.
 func (t *Tx) flushBumps(ctx context.Context) error {
 	if len(t.bumps) == 0 {
 		return nil
@@ -211,64 +190,28 @@ func (t *Tx) flushBumps(ctx context.Context) error {
 	for k := range t.bumps {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b counterKey) int {
-		return cmp.Or(cmp.Compare(a.tenantID, b.tenantID), cmp.Compare(a.env, b.env), cmp.Compare(a.name, b.name), cmp.Compare(a.day, b.day))
-	})
-	for _, k := range keys {
-		if _, err := t.exec(ctx, `INSERT INTO daily_counters (tenant_id, environment, counter, day, n) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (tenant_id, environment, counter, day) DO UPDATE SET n = daily_counters.n + excluded.n`,
-			k.tenantID, string(k.env), k.name, k.day, t.bumps[k]); err != nil {
+	slices.SortFunc(keys, compareCounterKeys)
+	for len(keys) > 0 {
+		n := min(len(keys), insertRows)
+		args := make([]any, 0, n*6)
+		for _, k := range keys[:n] {
+			args = append(args, k.tenantID, string(k.env), k.name, k.day, t.shard, t.bumps[k])
+		}
+		if _, err := t.exec(ctx, `INSERT INTO daily_counters (tenant_id, environment, counter, day, shard, n) VALUES `+valueRows(n, 6)+`
+			ON CONFLICT (tenant_id, environment, counter, day, shard) DO UPDATE SET n = daily_counters.n + excluded.n`, args...); err != nil {
 			return err
 		}
+		keys = keys[n:]
 	}
 	t.bumps = nil
 	return nil
 }
 
-// errLostRace is returned by bumpUnder when a transaction that committed
-// after this one read the counter has used up the limit (PostgreSQL, several
-// writers): the work is run again, and its checks then see the committed
-// count and answer the limit's error.
-var errLostRace = errors.New("sqlstore: a concurrent transaction reached the daily limit first")
-
-// bumpUnder is bump for a counter with a daily limit (0: none) that the
-// caller has already checked. The increment is conditional, so two
-// transactions that both read a count under the limit cannot both pass it:
-// the later one waits for the earlier's row lock and then finds the limit
-// reached (errLostRace).
-func (t *Tx) bumpUnder(ctx context.Context, tenantID string, env sb.Environment, name, day string, limit int) error {
-	if limit <= 0 {
-		return t.bump(ctx, tenantID, env, name, day)
-	}
-	res, err := t.exec(ctx, `INSERT INTO daily_counters (tenant_id, environment, counter, day, n) VALUES (?, ?, ?, ?, 1)
-		ON CONFLICT (tenant_id, environment, counter, day) DO UPDATE SET n = daily_counters.n + 1 WHERE daily_counters.n < ?`,
-		tenantID, string(env), name, day, limit)
-	if err != nil {
-		return err
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return err
-	}
-	if n == 0 {
-		t.db.phoneCache.forget(tenantID) // it counted less than the database
-		return errLostRace
-	}
-	t.count(counterKey{tenantID, env, name, day})
-	return nil
-}
-
-// NewContactsToday returns how many first-time recipients the tenant has
-// messaged on day.
-func (db *DB) NewContactsToday(ctx context.Context, tenantID string, env sb.Environment, day string) (int64, error) {
-	var n int64
-	err := db.queryRow(ctx, `SELECT n FROM daily_counters WHERE tenant_id = ? AND environment = ? AND counter = 'new_contacts' AND day = ?`,
-		tenantID, string(env), day).Scan(&n)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
-	return n, err
-}
+// errLostRace is returned when a transaction finds that one that committed
+// after it read a row changed it (a recipient forgotten by a withdrawal,
+// PostgreSQL): the work is run again, and its checks then see the committed
+// rows.
+var errLostRace = errors.New("sqlstore: a concurrent transaction changed a row this one read")
 
 // phoneKey names a tenant's phones on one day.
 type phoneKey struct {
@@ -348,6 +291,13 @@ func (t *Tx) keepPhones(key phoneKey, uses []sb.PhoneUse, cached bool) *txPhones
 			}
 		}
 	}
+	for k := range t.full {
+		if id, ok := strings.CutPrefix(k.name, "phone:"); ok && k.tenantID == key.tenantID && k.env == key.env && k.day == key.day {
+			if i, ok := tp.index[id]; ok {
+				tp.uses[i].Used = max(tp.uses[i].Used, int64(tp.uses[i].Phone.DailyLimit))
+			}
+		}
+	}
 	if t.phones == nil {
 		t.phones = map[phoneKey]*txPhones{}
 	}
@@ -356,41 +306,56 @@ func (t *Tx) keepPhones(key phoneKey, uses []sb.PhoneUse, cached bool) *txPhones
 }
 
 // pickPhone chooses the phone of a message by the routing rules
-// (sb.Routing.Pick). A pick that finds no phone in a list taken from the
-// phone cache looks again in the database before it gives up, unless no
-// phone sends on the channel at all (a change of channels would have
-// changed the phones' version).
+// (sb.Routing.Pick), and takes a unit of its daily limit if it has one
+// (take): a phone whose limit is reached across the nodes counts as full
+// for the rest of the transaction, and the pick goes on without it. A pick
+// that finds no phone in a list taken from the phone cache looks again in
+// the database before it gives up, unless no phone sends on the channel at
+// all (a change of channels would have changed the phones' version). The
+// caller counts the message on the phone (countOnPhone) or gives the unit
+// back (returnTake).
 func (t *Tx) pickPhone(ctx context.Context, key phoneKey, channel, from, sticky, exclude string, now time.Time) (*sb.Phone, error) {
 	tp, err := t.phoneList(ctx, key, now)
 	if err != nil {
 		return nil, err
 	}
-	chosen := t.db.routing.Pick(tp.uses, channel, from, sticky, exclude, now)
-	if chosen == nil && tp.cached && sendsOn(tp.uses, channel) {
-		uses, err := t.readPhones(ctx, key)
-		if err != nil {
-			return nil, err
+	reread := tp.cached && sendsOn(tp.uses, channel)
+	for {
+		chosen := t.db.routing.Pick(tp.uses, channel, from, sticky, exclude, now)
+		if chosen == nil {
+			if !reread {
+				return nil, nil
+			}
+			reread = false
+			uses, err := t.readPhones(ctx, key)
+			if err != nil {
+				return nil, err
+			}
+			tp = t.keepPhones(key, uses, false)
+			continue
 		}
-		tp = t.keepPhones(key, uses, false)
-		chosen = t.db.routing.Pick(tp.uses, channel, from, sticky, exclude, now)
+		p := chosen.Phone
+		if p.DailyLimit <= 0 {
+			return p, nil
+		}
+		k := counterKey{p.TenantID, key.env, phoneCounter(p.ID), key.day}
+		ok, err := t.take(ctx, k, p.DailyLimit)
+		if err != nil || ok {
+			return p, err
+		}
+		if t.full == nil {
+			t.full = map[counterKey]bool{}
+		}
+		t.full[k] = true
+		chosen.Used = max(chosen.Used, int64(p.DailyLimit))
 	}
-	if chosen == nil {
-		return nil, nil
-	}
-	return chosen.Phone, nil
 }
 
-// countOnPhone counts a message against its phone's daily limit on day:
-// at once (and conditionally) when the phone has a limit, before the
-// commit when it has none (see bumpLater).
+// countOnPhone counts a message on its phone's daily counter on day, before
+// the commit (see bumpLater); for a phone with a limit, pickPhone took the
+// unit it spends.
 func (t *Tx) countOnPhone(ctx context.Context, env sb.Environment, p *sb.Phone, day string) error {
-	if p.DailyLimit > 0 {
-		if err := t.bumpUnder(ctx, p.TenantID, env, phoneCounter(p.ID), day, p.DailyLimit); err != nil {
-			return err
-		}
-	} else {
-		t.bumpLater(p.TenantID, env, phoneCounter(p.ID), day)
-	}
+	t.bumpLater(p.TenantID, env, phoneCounter(p.ID), day)
 	if tp := t.phones[phoneKey{p.TenantID, env, day}]; tp != nil {
 		if i, ok := tp.index[p.ID]; ok {
 			tp.uses[i].Used++
@@ -464,11 +429,13 @@ func (db *DB) acceptFn(ctx context.Context, s *sb.Send, h *handover) func(*Tx) e
 			return errOptedOut
 		}
 		if !rcp.known && s.NewContactLimit > 0 {
-			n, err := tx.counter(ctx, m.TenantID, m.Env, "new_contacts", day)
+			// The unit goes back to the node if a later check fails (see
+			// batcher.exec).
+			ok, err := tx.take(ctx, counterKey{m.TenantID, m.Env, "new_contacts", day}, s.NewContactLimit)
 			if err != nil {
 				return err
 			}
-			if n >= int64(s.NewContactLimit) {
+			if !ok {
 				return errNewContactLimit(s.NewContactLimit)
 			}
 		}
@@ -495,9 +462,7 @@ func (db *DB) acceptFn(ctx context.Context, s *sb.Send, h *handover) func(*Tx) e
 			return err
 		}
 		if !rcp.known {
-			if err := tx.bumpUnder(ctx, m.TenantID, m.Env, "new_contacts", day, s.NewContactLimit); err != nil {
-				return err
-			}
+			tx.bumpLater(m.TenantID, m.Env, "new_contacts", day)
 			if _, err := tx.exec(ctx, `INSERT INTO recipients (tenant_id, environment, number, opted_out, phone_id, first_seen_at, updated_at)
 				VALUES (?, ?, ?, 0, ?, ?, ?)`, m.TenantID, string(m.Env), m.To, m.PhoneID, sb.Micros(now), sb.Micros(now)); err != nil {
 				return err

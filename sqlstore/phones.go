@@ -136,9 +136,9 @@ func (db *DB) PhoneLink(ctx context.Context, id string) (kind, link string, err 
 // first, with the messages counted against their daily limit on day in env.
 func phonesWithUse(ctx context.Context, q func(ctx context.Context, query string, args ...any) (*sql.Rows, error),
 	tenantID string, env sb.Environment, day, id string) ([]*sb.Phone, error) {
-	query := `SELECT ` + phoneColsP + `, COALESCE(c.n, 0) FROM phones p LEFT JOIN daily_counters c
-		  ON c.tenant_id = p.tenant_id AND c.environment = ? AND c.counter = 'phone:' || p.id AND c.day = ?
-		WHERE p.tenant_id = ?`
+	query := `SELECT ` + phoneColsP + `, (SELECT CAST(COALESCE(SUM(c.n), 0) AS BIGINT) FROM daily_counters c
+		  WHERE c.tenant_id = p.tenant_id AND c.environment = ? AND c.counter = 'phone:' || p.id AND c.day = ?)
+		FROM phones p WHERE p.tenant_id = ?`
 	args := []any{string(env), day, tenantID}
 	if id != "" {
 		query += ` AND p.id = ?`
@@ -293,7 +293,10 @@ func (db *DB) SetPhoneStatus(ctx context.Context, id, status string) (*sb.Phone,
 // node reads them again (see phoneCache), and drops this node's copy once
 // the change has committed.
 func (t *Tx) phonesChanged(ctx context.Context, tenantID string) error {
-	t.afterCommit(func() { t.db.phoneCache.forget(tenantID) })
+	t.afterCommit(func() {
+		t.db.phoneCache.forget(tenantID)
+		t.db.allow.forgetEmpty(tenantID)
+	})
 	_, err := t.exec(ctx, `UPDATE tenants SET phones_version = phones_version + 1 WHERE id = ?`, tenantID)
 	return err
 }
@@ -419,9 +422,9 @@ func (db *DB) SetDeviceName(ctx context.Context, id, deviceID, name string) erro
 // commit. A batch reads the version (one row) and uses the cached phones
 // while it is the same and the entry younger than phoneCacheTTL, so that
 // other nodes' counts and last-seen times show within that. The use is only
-// a guide: a limited phone's count is enforced by the conditional increment
-// (bumpUnder), and a pick that finds no phone in a cached list looks again
-// in the database before it refuses.
+// a guide: a limited phone's limit is enforced by the units its sends take
+// (see counters.go), and a pick that finds no phone in a cached list looks
+// again in the database before it refuses.
 const phoneCacheTTL = time.Second
 
 type phoneCache struct {

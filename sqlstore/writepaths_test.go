@@ -45,10 +45,8 @@ func writeTestPhone(t *testing.T, db *DB, tenantID string, limit int) *sb.Phone 
 
 func phoneCount(t *testing.T, db *DB, tenantID, phoneID string) int64 {
 	t.Helper()
-	var n int64
-	err := db.queryRow(context.Background(), `SELECT n FROM daily_counters WHERE tenant_id = ? AND environment = ? AND counter = ? AND day = ?`,
-		tenantID, string(sb.Live), "phone:"+phoneID, sb.Day(time.Now().UTC())).Scan(&n)
-	if err != nil && err != sql.ErrNoRows {
+	n, err := db.Counter(context.Background(), tenantID, sb.Live, "phone:"+phoneID, sb.Day(time.Now().UTC()))
+	if err != nil {
 		t.Fatal(err)
 	}
 	return n
