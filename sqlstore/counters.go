@@ -53,6 +53,7 @@ const (
 	blockDiv      = 8
 	idleGiveBack  = time.Second
 	emptyRetry    = 250 * time.Millisecond
+	settleWait    = 250 * time.Millisecond
 )
 
 // allowances are the units of limited counters this node has reserved and
@@ -60,13 +61,17 @@ const (
 type allowances struct {
 	mu sync.Mutex
 	m  map[counterKey]*allowance
+	// settled is closed (and replaced) whenever a transaction settles a
+	// unit it took (see waitOthers).
+	settled chan struct{}
 }
 
 type allowance struct {
-	avail int64
-	limit int       // the limit the units were reserved under
-	used  time.Time // last spent or reserved
-	empty time.Time // when a reservation last found nothing left
+	avail    int64
+	inflight int       // units taken by transactions not ended yet
+	limit    int       // the limit the units were reserved under
+	used     time.Time // last spent or reserved
+	empty    time.Time // when a reservation last found nothing left
 }
 
 func (a *allowances) entry(k counterKey) *allowance {
@@ -93,10 +98,67 @@ func (a *allowances) take(k counterKey, limit int, now time.Time) (ok, reserve b
 	}
 	if e.avail > 0 {
 		e.avail--
+		e.inflight++
 		e.used = now
 		return true, false, giveBack
 	}
 	return false, now.Sub(e.empty) >= emptyRetry, giveBack
+}
+
+// started notes a unit a transaction took out of a block it reserved.
+func (a *allowances) started(k counterKey) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.entry(k).inflight++
+}
+
+// settle ends a unit a transaction took: spent, or given back to the node
+// (back).
+func (a *allowances) settle(k counterKey, limit int, back bool, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e := a.entry(k)
+	e.inflight--
+	if back {
+		if e.limit == 0 {
+			e.limit = limit
+		}
+		e.avail++
+		e.used = now
+	}
+	if a.settled != nil {
+		close(a.settled)
+		a.settled = nil
+	}
+}
+
+// waitOthers waits, up to d, for a transaction to settle a unit when
+// other transactions (the caller holds no unit of k) have units of k in
+// flight: one that fails gives its unit back. It reports whether it
+// waited.
+func (a *allowances) waitOthers(k counterKey, d time.Duration) bool {
+	a.mu.Lock()
+	e := a.m[k]
+	if e != nil && e.avail > 0 {
+		a.mu.Unlock()
+		return true // a unit came back meanwhile
+	}
+	if d <= 0 || e == nil || e.inflight == 0 {
+		a.mu.Unlock()
+		return false
+	}
+	if a.settled == nil {
+		a.settled = make(chan struct{})
+	}
+	ch := a.settled
+	a.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	}
+	return true
 }
 
 // add gives n units of k to the node (a reserved block, units a
@@ -148,7 +210,7 @@ func (a *allowances) idle(now time.Time, idle time.Duration) map[counterKey]int6
 		if e.avail > 0 && now.Sub(e.used) >= idle {
 			out[k], e.avail = e.avail, 0
 		}
-		if e.avail == 0 && now.Sub(e.used) >= time.Minute && now.Sub(e.empty) >= emptyRetry {
+		if e.avail == 0 && e.inflight == 0 && now.Sub(e.used) >= time.Minute && now.Sub(e.empty) >= emptyRetry {
 			delete(a.m, k)
 		}
 	}
@@ -175,46 +237,68 @@ type taken struct {
 
 // take spends a unit of the limited counter k (limit > 0) for this
 // transaction's work, reserving a block first when the node has none. It
-// reports false when the limit is reached. The unit goes back to the node
-// if the work fails (untake) or the transaction rolls back; the caller
-// counts the send with bumpLater once its checks are done.
-func (t *Tx) take(ctx context.Context, k counterKey, limit int) (bool, error) {
+// reports false when the limit is reached: after waiting, up to
+// settleWait, for the units other transactions of this node have in
+// flight, since one that fails (a recipient another made known at the same
+// time) gives its unit back; waited says that it waited, and what the
+// others committed meanwhile may change the caller's checks. The unit goes
+// back to the node if the work fails (untake) or the transaction rolls
+// back; the caller counts the send with bumpLater once its checks are done.
+func (t *Tx) take(ctx context.Context, k counterKey, limit int) (ok bool, err error) {
+	ok, _, err = t.takeWaited(ctx, k, limit)
+	return ok, err
+}
+
+func (t *Tx) takeWaited(ctx context.Context, k counterKey, limit int) (ok, waited bool, err error) {
 	if t.pending[k] > 0 {
 		t.pending[k]--
 		t.takes = append(t.takes, taken{k, limit, true})
-		return true, nil
+		return true, false, nil
 	}
-	now := time.Now()
-	ok, reserve, back := t.db.allow.take(k, limit, now)
-	if back > 0 {
-		t.db.giveBack(ctx, t, k, back)
-	}
-	if ok {
-		t.takes = append(t.takes, taken{k, limit, false})
-		return true, nil
-	}
-	if !reserve {
-		return false, nil
-	}
-	got, err := t.reserveBlock(ctx, k, limit)
-	if err != nil {
-		return false, err
-	}
-	if got == 0 {
-		t.db.allow.markEmpty(k, now)
-		return false, nil
-	}
-	if t.db.dialect == Postgres {
-		t.db.allow.add(k, limit, got-1, now)
-		t.takes = append(t.takes, taken{k, limit, false})
-	} else {
-		if t.pending == nil {
-			t.pending = map[counterKey]int64{}
+	deadline := time.Now().Add(settleWait)
+	for {
+		now := time.Now()
+		ok, reserve, back := t.db.allow.take(k, limit, now)
+		if back > 0 {
+			t.db.giveBack(ctx, t, k, back)
 		}
-		t.pending[k] += got - 1
-		t.takes = append(t.takes, taken{k, limit, true})
+		if ok {
+			t.takes = append(t.takes, taken{k, limit, false})
+			return true, waited, nil
+		}
+		if reserve {
+			got, err := t.reserveBlock(ctx, k, limit)
+			if err != nil {
+				return false, waited, err
+			}
+			if got > 0 {
+				if t.db.dialect == Postgres {
+					t.db.allow.add(k, limit, got-1, now)
+					t.db.allow.started(k)
+					t.takes = append(t.takes, taken{k, limit, false})
+				} else {
+					if t.pending == nil {
+						t.pending = map[counterKey]int64{}
+					}
+					t.pending[k] += got - 1
+					t.takes = append(t.takes, taken{k, limit, true})
+				}
+				return true, waited, nil
+			}
+			t.db.allow.markEmpty(k, now)
+		}
+		// Only a transaction that holds no unit of k waits: one that
+		// holds some may be what the others wait for.
+		for _, u := range t.takes {
+			if u.key == k {
+				return false, waited, nil
+			}
+		}
+		if !t.db.allow.waitOthers(k, time.Until(deadline)) {
+			return false, waited, nil
+		}
+		waited = true
 	}
-	return true, nil
 }
 
 // untake gives back the units taken since mark (a len of t.takes): the
@@ -228,7 +312,7 @@ func (t *Tx) untake(mark int) {
 		if u.pending {
 			t.pending[u.key]++
 		} else {
-			t.db.allow.add(u.key, u.limit, 1, now)
+			t.db.allow.settle(u.key, u.limit, true, now)
 		}
 	}
 	t.takes = t.takes[:mark]
@@ -244,18 +328,19 @@ func (t *Tx) returnTake(k counterKey) {
 			if u.pending {
 				t.pending[k]++
 			} else {
-				t.db.allow.add(k, u.limit, 1, time.Now())
+				t.db.allow.settle(k, u.limit, true, time.Now())
 			}
 			return
 		}
 	}
 }
 
-// endTakes settles the units when the transaction ends: committed, the
-// blocks it reserved itself and did not spend become the node's; rolled
-// back, the units it took from the node go back to it (those of its own
-// blocks are gone with the blocks).
-func (t *Tx) endTakes(committed bool) {
+// endTakes settles the units when the transaction ends: committed (or
+// perhaps committed: lost), the units are spent, and the blocks it reserved
+// itself and did not spend become the node's; rolled back, the units it
+// took from the node go back to it (those of its own blocks are gone with
+// the blocks).
+func (t *Tx) endTakes(committed, lost bool) {
 	now := time.Now()
 	if committed {
 		for k, n := range t.pending {
@@ -267,11 +352,10 @@ func (t *Tx) endTakes(committed bool) {
 			}
 			t.db.allow.add(k, limit, n, now)
 		}
-	} else {
-		for _, u := range t.takes {
-			if !u.pending {
-				t.db.allow.add(u.key, u.limit, 1, now)
-			}
+	}
+	for _, u := range t.takes {
+		if !u.pending {
+			t.db.allow.settle(u.key, u.limit, !committed && !lost, now)
 		}
 	}
 	t.takes, t.pending = nil, nil

@@ -277,3 +277,36 @@ func TestCloseGivesUnitsBack(t *testing.T) {
 		}
 	})
 }
+
+// Sends at once to one new recipient make it known once: they all go, and
+// count one new contact, whatever the limit has left (PostgreSQL: the
+// writers that lose the race on the recipient give their units back).
+func TestOneNewRecipientAtOnce(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		tn := writeTestTenant(t, db)
+		writeTestPhone(t, db, tn.ID, 0)
+		for round := range 3 {
+			to := fmt.Sprintf("+1500555%04d", round)
+			var wg sync.WaitGroup
+			errs := make(chan error, 10)
+			for range 10 {
+				wg.Go(func() {
+					s := testSend(tn.ID)
+					s.Message.To, s.NewContactLimit = to, 3
+					errs <- db.AcceptSend(ctx, s)
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Errorf("round %d: %v", round, err)
+				}
+			}
+			if n, err := db.NewContactsToday(ctx, tn.ID, sb.Live, sb.Day(time.Now().UTC())); err != nil || n != int64(round+1) {
+				t.Fatalf("round %d: new contacts %d (%v), want %d", round, n, err, round+1)
+			}
+		}
+	})
+}

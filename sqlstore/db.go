@@ -608,10 +608,10 @@ func (t *Tx) commit(ctx context.Context) error {
 	if err != nil {
 		// It may have committed all the same (a connection lost during
 		// the commit): the units it took stay spent.
-		t.takes, t.pending = nil, nil
+		t.endTakes(false, true)
 		return err
 	}
-	t.endTakes(true)
+	t.endTakes(true, false)
 	if len(t.counted) > 0 {
 		t.db.phoneCache.committed(t.counted)
 	}
@@ -623,7 +623,7 @@ func (t *Tx) commit(ctx context.Context) error {
 
 // rollback ends the transaction without committing it.
 func (t *Tx) rollback() {
-	t.endTakes(false)
+	t.endTakes(false, false)
 	switch tx := t.tx.(type) {
 	case *sql.Tx:
 		tx.Rollback()

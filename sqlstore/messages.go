@@ -431,9 +431,14 @@ func (db *DB) acceptFn(ctx context.Context, s *sb.Send, h *handover) func(*Tx) e
 		if !rcp.known && s.NewContactLimit > 0 {
 			// The unit goes back to the node if a later check fails (see
 			// batcher.exec).
-			ok, err := tx.take(ctx, counterKey{m.TenantID, m.Env, "new_contacts", day}, s.NewContactLimit)
+			ok, waited, err := tx.takeWaited(ctx, counterKey{m.TenantID, m.Env, "new_contacts", day}, s.NewContactLimit)
 			if err != nil {
 				return err
+			}
+			if !ok && waited {
+				// Another transaction used the last units meanwhile: it
+				// may have made this recipient known. Run again to see.
+				return errLostRace
 			}
 			if !ok {
 				return errNewContactLimit(s.NewContactLimit)
