@@ -183,10 +183,10 @@ func (b *batcher) exec(tx *Tx, r *batchReq) bool {
 		r.err = err
 		return true
 	}
-	mark := len(tx.takes)
+	mark := tx.mark()
 	r.err = r.fn(tx)
 	if r.err != nil {
-		tx.untake(mark) // units of daily limits the failed work took
+		tx.undo(mark) // what the failed work deferred to the commit
 	}
 	return r.err == nil || isVerdict(r.err)
 }
@@ -257,10 +257,10 @@ func (b *batcher) runTx(reqs []*batchReq) error {
 	for attempt := 0; attempt < 3; attempt++ {
 		err = b.db.inTx(ctx, func(tx *Tx) error {
 			for _, r := range reqs {
-				mark := len(tx.takes)
+				mark := tx.mark()
 				r.err = r.fn(tx)
 				if r.err != nil {
-					tx.untake(mark)
+					tx.undo(mark)
 				}
 				if r.err != nil && (len(reqs) == 1 || !isVerdict(r.err)) {
 					return r.err
@@ -307,3 +307,18 @@ func isRetryable(err error) bool {
 }
 
 var batchStats struct{ n, reqs atomic.Int64 }
+
+// txMark is where a caller's work began in a transaction's deferred work.
+type txMark struct{ takes, messages int }
+
+func (t *Tx) mark() txMark { return txMark{len(t.takes), len(t.messages)} }
+
+// undo drops what the work since m deferred to the commit (messages to
+// insert) and gives back the units of daily limits it took. (Its counter
+// increments are made only once its checks have passed: see bumpLater.)
+func (t *Tx) undo(m txMark) {
+	t.untake(m.takes)
+	if m.messages < len(t.messages) {
+		t.messages = t.messages[:m.messages]
+	}
+}

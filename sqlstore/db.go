@@ -10,6 +10,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -511,7 +512,10 @@ type Tx struct {
 	// of blocks it reserved itself, full the limited counters it found
 	// used up (see counters.go).
 	shard   int
-	takes   []taken
+	// messages are rows of messages inserted just before the commit
+	// (insertMessageLater).
+	messages [][]any
+	takes    []taken
 	pending map[counterKey]int64
 	full    map[counterKey]bool
 }
@@ -593,7 +597,7 @@ func (db *DB) begin(ctx context.Context) (*Tx, error) {
 // commit applies the deferred counter increments, commits, and then runs
 // the afterCommit functions. It rolls back when it fails before the commit.
 func (t *Tx) commit(ctx context.Context) error {
-	if err := t.flushBumps(ctx); err != nil {
+	if err := cmp.Or(t.flushMessages(ctx), t.flushBumps(ctx)); err != nil {
 		t.rollback()
 		return err
 	}

@@ -498,9 +498,7 @@ func (db *DB) acceptFn(ctx context.Context, s *sb.Send, h *handover) func(*Tx) e
 		if h != nil && m.ScheduledAt == nil && !m.ViaDevice() {
 			claimer = db.node
 		}
-		if err := tx.insertMessage(ctx, m, &runAt, s.From != "", claimer); err != nil {
-			return err
-		}
+		tx.insertMessageLater(m, &runAt, s.From != "", claimer)
 		if s.Idempotency != nil {
 			rec := s.Idempotency
 			rec.Response = s.Render(m)
@@ -547,17 +545,53 @@ var errIdempotencyConflict = sb.Errorf(sb.CodeIdempotencyConflict, "This Idempot
 // when set, is the node that holds its claim (a send handed over to this
 // node's worker).
 func (t *Tx) insertMessage(ctx context.Context, m *sb.Message, runAt *time.Time, pinned bool, claimer string) error {
+	_, err := t.exec(ctx, `INSERT INTO messages (`+messageInsertCols+`) VALUES (`+placeholders(messageInsertN)+`)`,
+		messageRow(m, runAt, pinned, claimer)...)
+	return err
+}
+
+const (
+	messageInsertCols = messageCols + `, run_at, device_due, from_pinned, external_id, claimed_by`
+	messageInsertN    = 25
+)
+
+// messageRow is the values of messageInsertCols for m.
+func messageRow(m *sb.Message, runAt *time.Time, pinned bool, claimer string) []any {
 	var queue, device any = microsOrNil(runAt), nil
 	if m.ViaDevice() {
 		queue, device = nil, microsOrNil(runAt)
 	}
-	_, err := t.exec(ctx, `INSERT INTO messages (`+messageCols+`, run_at, device_due, from_pinned, external_id, claimed_by)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		m.ID, m.TenantID, string(m.Env), m.Direction, m.From, m.To, m.Body, m.Channel, m.Status,
+	return []any{m.ID, m.TenantID, string(m.Env), m.Direction, m.From, m.To, m.Body, m.Channel, m.Status,
 		nullStr(m.FailureReason), nullStr(m.ErrorCode), nullStr(m.Template), nullStr(m.CampaignID), nullStr(m.PhoneID),
 		sb.Micros(m.CreatedAt), microsOrNil(m.ScheduledAt), microsOrNil(m.SentAt), microsOrNil(m.DeliveredAt), microsOrNil(m.FailedAt),
-		m.Attempts, queue, device, boolInt(pinned), nullStr(m.ExternalID), nullStr(claimer))
-	return err
+		m.Attempts, queue, device, boolInt(pinned), nullStr(m.ExternalID), nullStr(claimer)}
+}
+
+// insertMessageLater is insertMessage right before the commit, with the
+// other messages of the transaction in multi-row statements: on
+// PostgreSQL a statement is a round trip, and an accepted send needs no
+// other. Nothing in the transaction may read the row before then; the
+// row is as m is now.
+func (t *Tx) insertMessageLater(m *sb.Message, runAt *time.Time, pinned bool, claimer string) {
+	t.messages = append(t.messages, messageRow(m, runAt, pinned, claimer))
+}
+
+// flushMessages inserts the rows of insertMessageLater.
+func (t *Tx) flushMessages(ctx context.Context) error {
+	rows := t.messages
+	for len(rows) > 0 {
+		n := min(len(rows), insertRows)
+		args := make([]any, 0, n*messageInsertN)
+		for _, r := range rows[:n] {
+			args = append(args, r...)
+		}
+		if _, err := t.exec(ctx, `INSERT INTO messages (`+messageInsertCols+`) VALUES `+valueRows(n, messageInsertN), args...); err != nil {
+			return err
+		}
+		rows = rows[n:]
+	}
+	t.messages = nil
+	return nil
 }
 
 // Message returns one message of the tenant's environment.
