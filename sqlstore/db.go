@@ -511,13 +511,13 @@ type Tx struct {
 	// the units of limited counters it took, pending (SQLite) what is left
 	// of blocks it reserved itself, full the limited counters it found
 	// used up (see counters.go).
-	shard   int
+	shard int
 	// messages are rows of messages inserted just before the commit
 	// (insertMessageLater).
 	messages [][]any
 	takes    []taken
-	pending map[counterKey]int64
-	full    map[counterKey]bool
+	pending  map[counterKey]int64
+	full     map[counterKey]bool
 }
 
 // execer is what *sql.Tx and *sql.Conn have in common.
