@@ -310,3 +310,40 @@ func TestOneNewRecipientAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// A transaction reads a recipient once (the group commit's batch of sends
+// to one number), and forgets it when anything in the transaction writes
+// recipients: a STOP received in the same batch stops the sends after it.
+func TestRecipientReadOncePerTransaction(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		tn := writeTestTenant(t, db)
+		p := writeTestPhone(t, db, tn.ID, 0)
+		const to = "+15005550000"
+		send := func(tx *Tx) error {
+			s := testSend(tn.ID)
+			s.Message.To = to
+			return db.acceptFn(ctx, s, nil)(tx)
+		}
+		err := db.inTx(ctx, func(tx *Tx) error {
+			for i := range 3 {
+				if err := send(tx); err != nil {
+					return fmt.Errorf("send %d: %w", i, err)
+				}
+			}
+			stop := &sb.Message{ID: sb.NewID(), TenantID: tn.ID, Env: sb.Live, Direction: sb.Inbound, From: to, To: p.Number,
+				Body: "STOP", Channel: "sms", Status: sb.StatusReceived, PhoneID: p.ID, CreatedAt: time.Now().UTC()}
+			if err := tx.inbound(ctx, stop, hookCache{}); err != nil {
+				return err
+			}
+			wantCode(t, "a send after STOP in the same transaction", send(tx), sb.CodeRecipientOptedOut)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, opted, err := db.Recipient(ctx, tn.ID, sb.Live, to); err != nil || !opted {
+			t.Errorf("recipient opted out %v (%v), want true", opted, err)
+		}
+	})
+}

@@ -518,6 +518,8 @@ type Tx struct {
 	takes    []taken
 	pending  map[counterKey]int64
 	full     map[counterKey]bool
+	// recipients are the recipients the transaction read (see recipient).
+	recipients map[rcpKey]recipient
 }
 
 // execer is what *sql.Tx and *sql.Conn have in common.
@@ -537,15 +539,26 @@ func (t *Tx) afterCommit(fn func()) { t.after = append(t.after, fn) }
 // statement to watch it (database/sql one for every query), which would
 // cost the single writer two goroutine switches per statement.
 func (t *Tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	t.wrote(query)
 	return t.tx.ExecContext(context.WithoutCancel(ctx), t.db.q(query), args...)
 }
 
 func (t *Tx) queryRow(ctx context.Context, query string, args ...any) row {
+	t.wrote(query)
 	return row{r: t.tx.QueryRowContext(context.WithoutCancel(ctx), t.db.q(query), args...)}
 }
 
 func (t *Tx) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	t.wrote(query)
 	return t.tx.QueryContext(context.WithoutCancel(ctx), t.db.q(query), args...)
+}
+
+// wrote forgets the recipients the transaction has read (see recipient)
+// before a statement that may change them.
+func (t *Tx) wrote(query string) {
+	if t.recipients != nil && strings.Contains(query, "recipients") && !strings.HasPrefix(query, "SELECT") {
+		t.recipients = nil
+	}
 }
 
 // inTx runs fn in a write transaction, committing when it returns nil.

@@ -104,7 +104,32 @@ type recipient struct {
 	reservedBy string
 }
 
+// recipient reads a recipient, once per transaction: the group commit puts
+// concurrent sends in one transaction, and a burst of sends to one number
+// (retries, a notification sent twice) looks it up once. Any write to
+// recipients in the transaction forgets what it read (see Tx.exec).
 func (t *Tx) recipient(ctx context.Context, tenantID string, env sb.Environment, number string) (recipient, error) {
+	k := rcpKey{tenantID, env, number}
+	if r, ok := t.recipients[k]; ok {
+		return r, nil
+	}
+	r, err := t.readRecipient(ctx, tenantID, env, number)
+	if err == nil {
+		if t.recipients == nil {
+			t.recipients = map[rcpKey]recipient{}
+		}
+		t.recipients[k] = r
+	}
+	return r, err
+}
+
+type rcpKey struct {
+	tenantID string
+	env      sb.Environment
+	number   string
+}
+
+func (t *Tx) readRecipient(ctx context.Context, tenantID string, env sb.Environment, number string) (recipient, error) {
 	var r recipient
 	var opted int
 	var phone, reserved sql.NullString
