@@ -305,7 +305,7 @@ func Run(ctx context.Context, c Config) error {
 	defer router.Close()
 	router.Handle(sb.PhoneSMPP, carriers)
 	router.Handle(sb.PhoneTwilio, carriers)
-	reg.MustRegister(newStoreCollector(db, routing, log), newRedeliveryCollector(db, sim, log))
+	reg.MustRegister(newStoreCollector(db, routing, log), newRedeliveryCollector(db, sim, log), newLimitsCollector(db))
 	observer := delivery.NewObserver(reg, log)
 	db.SetObserver(observer.Observe)
 	devices := android.New(android.Config{Store: db, Routing: routing, ValidFor: c.DeviceValidFor, PublicURL: c.PublicURL, Registry: reg})

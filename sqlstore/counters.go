@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sb "github.com/switchboard/switchboard"
@@ -55,6 +56,31 @@ const (
 	emptyRetry    = 250 * time.Millisecond
 	settleWait    = 250 * time.Millisecond
 )
+
+// LimitStats are this node's reservations of daily limits since it
+// started (see counters.go), for /metrics.
+type LimitStats struct {
+	Blocks      int64 // blocks reserved
+	Units       int64 // units in them
+	Empty       int64 // reservations that found the limit used up
+	GivenBack   int64 // units given back to the pool (idle, at close, a changed limit)
+	Held        int64 // units held now, not spent yet
+	ShardWrites int64 // counter shard rows written by commits
+}
+
+// LimitStats returns this node's reservations of daily limits.
+func (db *DB) LimitStats() LimitStats {
+	st := LimitStats{Blocks: db.limits.blocks.Load(), Units: db.limits.units.Load(), Empty: db.limits.empty.Load(),
+		GivenBack: db.limits.givenBack.Load(), ShardWrites: db.limits.shardWrites.Load()}
+	db.allow.mu.Lock()
+	for _, e := range db.allow.m {
+		st.Held += e.avail
+	}
+	db.allow.mu.Unlock()
+	return st
+}
+
+type limitCounters struct{ blocks, units, empty, givenBack, shardWrites atomic.Int64 }
 
 // allowances are the units of limited counters this node has reserved and
 // not spent yet.
@@ -369,7 +395,11 @@ func (t *Tx) endTakes(committed, lost bool) {
 // the writer's transaction.
 func (t *Tx) reserveBlock(ctx context.Context, k counterKey, limit int) (int64, error) {
 	if t.db.dialect != Postgres {
-		return t.grant(ctx, k, limit)
+		got, err := t.grant(ctx, k, limit)
+		if err == nil {
+			t.db.limits.reserved(got) // when the writer's transaction commits
+		}
+		return got, err
 	}
 	ctx = context.WithoutCancel(ctx)
 	sqlTx, err := t.db.write.BeginTx(ctx, nil)
@@ -385,7 +415,17 @@ func (t *Tx) reserveBlock(ctx context.Context, k counterKey, limit int) (int64, 
 	if err := sqlTx.Commit(); err != nil {
 		return 0, err
 	}
+	t.db.limits.reserved(got)
 	return got, nil
+}
+
+func (c *limitCounters) reserved(got int64) {
+	if got == 0 {
+		c.empty.Add(1)
+		return
+	}
+	c.blocks.Add(1)
+	c.units.Add(got)
 }
 
 // grant takes a block of k's limit in the pool.
@@ -436,6 +476,9 @@ func (db *DB) giveBack(ctx context.Context, tx *Tx, k counterKey, n int64) {
 			_, err := tx.exec(ctx, q, args...)
 			return err
 		})
+	}
+	if err == nil {
+		db.limits.givenBack.Add(n)
 	}
 	if err != nil {
 		slog.Warn("giving back reserved units of a daily limit", "tenant_id", k.tenantID, "environment", string(k.env),

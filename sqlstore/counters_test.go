@@ -220,12 +220,20 @@ func TestIdleUnitsGoBack(t *testing.T) {
 		tn := writeTestTenant(t, a)
 		const limit = 40
 		p := writeTestPhone(t, a, tn.ID, limit)
+		testSend := func(tenantID string) *sb.Send { // the phone's limit only
+			s := testSend(tenantID)
+			s.NewContactLimit = 0
+			return s
+		}
 		if err := a.AcceptSend(ctx, testSend(tn.ID)); err != nil {
 			t.Fatal(err)
 		}
 		k := counterKey{tn.ID, sb.Live, phoneCounter(p.ID), sb.Day(time.Now().UTC())}
 		if held := a.allow.held(k); held != limit/blockDiv-1 {
 			t.Fatalf("node a holds %d units after one send, want a block of %d less the one spent", held, limit/blockDiv)
+		}
+		if st := a.LimitStats(); st.Blocks != 1 || st.Units != limit/blockDiv || st.Held != limit/blockDiv-1 || st.GivenBack != 0 {
+			t.Errorf("node a's stats after one send: %+v", st)
 		}
 		var total int64 = 1
 		deadline := time.Now().Add(10 * time.Second)
@@ -241,6 +249,12 @@ func TestIdleUnitsGoBack(t *testing.T) {
 		}
 		if total != limit || a.allow.held(k) != 0 {
 			t.Fatalf("accepted %d, node a holds %d; want %d and 0", total, a.allow.held(k), limit)
+		}
+		if st := a.LimitStats(); st.GivenBack != limit/blockDiv-1 || st.Held != 0 {
+			t.Errorf("node a's stats once idle: %+v, want %d units given back", st, limit/blockDiv-1)
+		}
+		if st := b.LimitStats(); st.Empty == 0 || st.Units != limit-1 { // all but the one a spent
+			t.Errorf("node b's stats: %+v", st)
 		}
 		wantCode(t, "over the limit", b.AcceptSend(ctx, testSend(tn.ID)), sb.CodeNoPhoneAvailable)
 	})

@@ -92,6 +92,7 @@ type DB struct {
 	// and has not spent; shardBase is the first of the counter shards its
 	// writers add to (see counters.go).
 	allow          allowances
+	limits         limitCounters
 	shardBase      int
 	stopAllowances chan struct{}
 	allowancesDone chan struct{}

@@ -227,6 +227,7 @@ func (t *Tx) flushBumps(ctx context.Context) error {
 			return err
 		}
 		keys = keys[n:]
+		t.db.limits.shardWrites.Add(int64(n))
 	}
 	t.bumps = nil
 	return nil
