@@ -7,6 +7,7 @@
 #
 #   bench/wrk-send.sh 'postgres://127.0.0.1:5432/test?sslmode=disable' 3 20s
 #   bench/wrk-send.sh sqlite 3 20s
+#   SWITCHBOARD_BIN=/tmp/old bench/wrk-send.sh ...   # a build of another commit
 #
 # Prints each round's req/s and the median ratio of the node's to the bare
 # handler's. Only 127.0.0.1 is used; every process it starts is stopped.
@@ -22,7 +23,11 @@ cleanup() {
   rm -rf "$dir"
 }
 trap cleanup EXIT
-go build -o "$dir/switchboard" ./cmd/switchboard
+if [[ -n "${SWITCHBOARD_BIN:-}" ]]; then
+  cp "$SWITCHBOARD_BIN" "$dir/switchboard"
+else
+  go build -o "$dir/switchboard" ./cmd/switchboard
+fi
 go build -o "$dir/bare" ./bench/bare
 if [[ "$db" == postgres* ]]; then
   schema="wrk_$(date +%s)_$$"

@@ -10,7 +10,6 @@
 package sqlstore
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -611,7 +610,7 @@ func (db *DB) begin(ctx context.Context) (*Tx, error) {
 // commit applies the deferred counter increments, commits, and then runs
 // the afterCommit functions. It rolls back when it fails before the commit.
 func (t *Tx) commit(ctx context.Context) error {
-	if err := cmp.Or(t.flushMessages(ctx), t.flushBumps(ctx)); err != nil {
+	if err := t.flushDeferred(ctx); err != nil {
 		t.rollback()
 		return err
 	}

@@ -1,9 +1,11 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -202,6 +204,32 @@ func (t *Tx) bumpN(k counterKey, n int64) {
 		t.counted = map[counterKey]int64{}
 	}
 	t.counted[k] += n
+}
+
+// flushDeferred writes what the transaction deferred to its commit: the
+// rows of insertMessageLater and the increments of bumpLater. On
+// PostgreSQL a batch of sends (up to insertRows messages on a few
+// counters) does both in one statement, one round trip.
+func (t *Tx) flushDeferred(ctx context.Context) error {
+	if t.db.dialect != Postgres || len(t.messages) == 0 || len(t.messages) > insertRows || len(t.bumps) == 0 || len(t.bumps) > 4 {
+		return cmp.Or(t.flushMessages(ctx), t.flushBumps(ctx))
+	}
+	keys := slices.SortedFunc(maps.Keys(t.bumps), compareCounterKeys)
+	args := make([]any, 0, len(t.messages)*messageInsertN+len(keys)*6)
+	for _, r := range t.messages {
+		args = append(args, r...)
+	}
+	for _, k := range keys {
+		args = append(args, k.tenantID, string(k.env), k.name, k.day, t.shard, t.bumps[k])
+	}
+	if _, err := t.exec(ctx, `WITH m AS (INSERT INTO messages (`+messageInsertCols+`) VALUES `+valueRows(len(t.messages), messageInsertN)+`)
+		INSERT INTO daily_counters (tenant_id, environment, counter, day, shard, n) VALUES `+valueRows(len(keys), 6)+`
+		ON CONFLICT (tenant_id, environment, counter, day, shard) DO UPDATE SET n = daily_counters.n + excluded.n`, args...); err != nil {
+		return err
+	}
+	t.db.limits.shardWrites.Add(int64(len(keys)))
+	t.messages, t.bumps = nil, nil
+	return nil
 }
 
 // flushBumps applies the increments of bumpLater to this transaction's
