@@ -361,29 +361,3 @@ func TestRecipientReadOncePerTransaction(t *testing.T) {
 		}
 	})
 }
-
-// Successful hand-offs are recorded on both databases (PostgreSQL once
-// refused the statement: its CASE parameter typed as text), and a batch
-// of sends accepted in one transaction is stored whole.
-func TestRecordHandoffsSent(t *testing.T) {
-	eachStore(t, func(t *testing.T, db *DB) {
-		ctx := context.Background()
-		tn := writeTestTenant(t, db)
-		writeTestPhone(t, db, tn.ID, 0)
-		s := testSend(tn.ID)
-		if err := db.AcceptSend(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-		now := time.Now().UTC().Truncate(time.Microsecond)
-		if err := db.RecordHandoffs(ctx, []sb.Handoff{{MessageID: s.Message.ID, At: now, OutcomeBy: now.Add(time.Minute)}}); err != nil {
-			t.Fatalf("RecordHandoffs: %v", err)
-		}
-		m, err := db.Message(ctx, tn.ID, sb.Live, s.Message.ID)
-		if err != nil || m.Status != sb.StatusSent || m.SentAt == nil || !m.SentAt.Equal(now) {
-			t.Errorf("after the hand-off: %+v %v", m, err)
-		}
-		if runAt, _ := queueState(t, db, s.Message.ID); runAt != sb.Micros(now.Add(time.Minute)) {
-			t.Errorf("run_at %d, want the outcome's deadline %d", runAt, sb.Micros(now.Add(time.Minute)))
-		}
-	})
-}
