@@ -402,17 +402,16 @@ func (t *Tx) reserveBlock(ctx context.Context, k counterKey, limit int) (int64, 
 		return got, err
 	}
 	ctx = context.WithoutCancel(ctx)
-	sqlTx, err := t.db.write.BeginTx(ctx, nil)
+	r, err := t.db.begin(ctx) // waits for a connection at most the pool's wait
 	if err != nil {
 		return 0, err
 	}
-	r := &Tx{db: t.db, tx: sqlTx}
 	got, err := r.grant(ctx, k, limit)
 	if err != nil {
-		sqlTx.Rollback()
+		r.rollback()
 		return 0, err
 	}
-	if err := sqlTx.Commit(); err != nil {
+	if err := r.commit(ctx); err != nil {
 		return 0, err
 	}
 	t.db.limits.reserved(got)
@@ -468,7 +467,7 @@ func (db *DB) giveBack(ctx context.Context, tx *Tx, k counterKey, n int64) {
 	var err error
 	switch {
 	case db.dialect == Postgres:
-		_, err = db.write.ExecContext(context.WithoutCancel(ctx), db.q(q), args...)
+		_, err = db.exec(context.WithoutCancel(ctx), q, args...)
 	case tx != nil:
 		_, err = tx.exec(ctx, q, args...)
 	default:
