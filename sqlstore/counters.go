@@ -44,8 +44,8 @@ import (
 // for emptyRetry before it looks again, while other live nodes hold units
 // they have not spent (at most a block each, given back within
 // idleGiveBack of their last use); and a node that dies (kill -9) takes
-// the units it held, at most one block per counter, with it until the day
-// ends. A lower limit applies on a node once it has read the phone again
+// the units it held (a block per counter, or two when its writers reserved
+// at the same moment) with it until the day ends. A lower limit applies on a node once it has read the phone again
 // (its phone cache, at most a second); units it held under the old limit
 // go back to the pool.
 const (
