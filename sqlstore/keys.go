@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"maps"
+	"slices"
 	"time"
 
 	sb "github.com/switchboard/switchboard"
@@ -168,14 +170,17 @@ func (db *DB) SetKeyStatus(ctx context.Context, id, status string) (*sb.APIKey, 
 	return k, db.notifyKey(ctx, k.TenantID, k.Hash)
 }
 
-// TouchKeys records last use times, at most one write per key.
+// TouchKeys records last use times, at most one write per key. The rows
+// are updated in the order of their ids, so that nodes flushing the same
+// keys at once lock them in the same order and never deadlock.
 func (db *DB) TouchKeys(ctx context.Context, used map[string]time.Time) error {
 	if len(used) == 0 {
 		return nil
 	}
+	ids := slices.Sorted(maps.Keys(used))
 	return db.inTx(ctx, func(tx *Tx) error {
-		for id, at := range used {
-			us := sb.Micros(at)
+		for _, id := range ids {
+			us := sb.Micros(used[id])
 			if _, err := tx.exec(ctx, `UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)`, us, id, us); err != nil {
 				return err
 			}
