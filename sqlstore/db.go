@@ -68,6 +68,10 @@ type DB struct {
 	batch      *batcher
 
 	ckpt            *sql.DB // SQLite: the connection that runs checkpoints
+	// beat is PostgreSQL's connection of its own for the node's heartbeat
+	// (see Heartbeat), so that an exhausted pool never makes a live node
+	// look dead to the others.
+	beat *sql.DB
 	stopCheckpoints chan struct{}
 	checkpointsDone chan struct{}
 	walFull         atomic.Bool  // SQLite: the WAL should start over (see restartWAL)
@@ -326,7 +330,14 @@ func openPostgres(url string, opt Options) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	db := &DB{dialect: Postgres, write: pool, read: pool, dsn: url}
+	beat, err := sql.Open("pgx", url)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	beat.SetMaxOpenConns(1)
+	beat.SetMaxIdleConns(1)
+	db := &DB{dialect: Postgres, write: pool, read: pool, beat: beat, dsn: url}
 	db.pool.opt = opt
 	return db, nil
 }
@@ -354,6 +365,9 @@ func (db *DB) Close() error {
 	}
 	if db.ckpt != nil {
 		err = errors.Join(err, db.ckpt.Close())
+	}
+	if db.beat != nil {
+		err = errors.Join(err, db.beat.Close())
 	}
 	return err
 }

@@ -74,9 +74,11 @@ func (db *DB) Heartbeat(ctx context.Context, addr string) (declaredDeadBy string
 	if db.dialect != Postgres {
 		return "", false, errNodesNeedPostgres
 	}
-	res, err := db.exec(ctx, `UPDATE nodes SET heartbeat_at = `+dbClock+` WHERE id = ? AND dead_at IS NULL`, db.node)
+	// The beat has a connection of its own: waiting for the pool, a busy
+	// node would miss beats and be declared dead.
+	res, err := db.beat.ExecContext(ctx, db.q(`UPDATE nodes SET heartbeat_at = `+dbClock+` WHERE id = ? AND dead_at IS NULL`), db.node)
 	if err != nil {
-		return "", false, err
+		return "", false, db.classify(err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 1 {
 		return "", false, err

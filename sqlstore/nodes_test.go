@@ -282,3 +282,30 @@ func TestRestartCountsRedeliveries(t *testing.T) {
 		t.Errorf("redeliveries after the restart %+v, want 1 message and 1 delivery by lease", r)
 	}
 }
+
+// TestHeartbeatWithPoolExhausted: a node whose every pool connection is
+// busy still beats (the beat has a connection of its own), so the others
+// do not declare a busy node dead.
+func TestHeartbeatWithPoolExhausted(t *testing.T) {
+	url := testPostgresURL(t)
+	ctx := context.Background()
+	db, err := OpenOptions(ctx, url, Options{MaxConns: 1, ConnWait: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.RegisterNode(ctx, "127.0.0.1:1"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.begin(ctx) // holds the pool's only connection
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.rollback()
+	if _, err := db.exec(ctx, `SELECT 1`); err == nil {
+		t.Fatal("the pool of one connection answered a second caller: the test holds nothing")
+	}
+	if _, dead, err := db.Heartbeat(ctx, "127.0.0.1:1"); err != nil || dead {
+		t.Fatalf("heartbeat with the pool exhausted: dead %v, err %v", dead, err)
+	}
+}

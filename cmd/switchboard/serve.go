@@ -36,7 +36,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	offlineAfter := f.duration("phone-offline-after", sb.DefaultPhoneOfflineAfter, "an android phone is offline once its device was not seen for this long")
 	providers := f.string("providers", "", "JSON file of the carrier links (SMPP binds, Twilio accounts); their secrets come from the environment variables it names (see docs/carriers.md)")
 	validFor := f.duration("device-valid-for", android.DefaultValidFor, "how long a message handed to an android phone stays valid there (its validUntil); one not reported on by then goes to another phone")
-	dbMaxConns := f.int("db-max-conns", sqlstore.DefaultMaxConns, "PostgreSQL: the most connections this node opens (plus one for LISTEN); the default lets five nodes share PostgreSQL's default max_connections=100")
+	dbMaxConns := f.int("db-max-conns", sqlstore.DefaultMaxConns, "PostgreSQL: the most connections this node opens (plus one for LISTEN and one for the heartbeat); the default lets five nodes share PostgreSQL's default max_connections=100")
 	dbWait := f.duration("db-wait", sqlstore.DefaultConnWait, "PostgreSQL: how long a request waits for a connection when all are busy before it answers 503 DATABASE_UNAVAILABLE")
 	maxConns := f.int("max-conns", switchboard.DefaultMaxConns, "the most HTTP connections this node keeps open at once (idle keep-alives and device event streams count); more wait to be accepted")
 	headerTimeout := f.duration("header-timeout", switchboard.DefaultHeaderTimeout, "how long a client may take to send a request's headers before the connection is closed")
