@@ -67,11 +67,11 @@ type DB struct {
 	keyListGen atomic.Uint64
 	batch      *batcher
 
-	ckpt            *sql.DB // SQLite: the connection that runs checkpoints
+	ckpt *sql.DB // SQLite: the connection that runs checkpoints
 	// beat is PostgreSQL's connection of its own for the node's heartbeat
 	// (see Heartbeat), so that an exhausted pool never makes a live node
 	// look dead to the others.
-	beat *sql.DB
+	beat            *sql.DB
 	stopCheckpoints chan struct{}
 	checkpointsDone chan struct{}
 	walFull         atomic.Bool  // SQLite: the WAL should start over (see restartWAL)
