@@ -60,18 +60,18 @@ type DB struct {
 	read    *sql.DB
 	dsn     string
 
-	pool     poolState // PostgreSQL: the pool's options and failures
-	rebound  sync.Map  // query with ? -> query with $n
-	keyLists sync.Map  // tenant id -> *keyList
+	pool poolState // PostgreSQL: the pool's options and failures
+	// beat is PostgreSQL's connection of its own for the node's heartbeat
+	// (see Heartbeat), so that an exhausted pool never makes a live node
+	// look dead to the others.
+	beat     *sql.DB
+	rebound  sync.Map // query with ? -> query with $n
+	keyLists sync.Map // tenant id -> *keyList
 	// keyListGen counts key-list invalidations (see Keys).
 	keyListGen atomic.Uint64
 	batch      *batcher
 
-	ckpt *sql.DB // SQLite: the connection that runs checkpoints
-	// beat is PostgreSQL's connection of its own for the node's heartbeat
-	// (see Heartbeat), so that an exhausted pool never makes a live node
-	// look dead to the others.
-	beat            *sql.DB
+	ckpt            *sql.DB // SQLite: the connection that runs checkpoints
 	stopCheckpoints chan struct{}
 	checkpointsDone chan struct{}
 	walFull         atomic.Bool  // SQLite: the WAL should start over (see restartWAL)
