@@ -417,6 +417,16 @@ func Run(ctx context.Context, c Config) error {
 		sctx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
 		err = srv.Shutdown(sctx)
 		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			// The grace period is over: what is still open is closed, and
+			// the node stops as usual (its workers drain, its claims go
+			// back). A request cut off here gets no answer; its client
+			// retries, and an accepted send was committed before its 202.
+			log.Warn("shutdown grace period ran out; closing the connections still open",
+				"grace", c.ShutdownTimeout.String(), "open_connections", ln.open.Load())
+			srv.Close() // its error is the listener's, closed already by Shutdown
+			err = nil
+		}
 	}
 	stopBg()
 	wg.Wait()

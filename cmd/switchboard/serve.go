@@ -29,7 +29,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	idpJWKS := f.string("idp-jwks", "", "accept identity-provider JWTs signed RS256/ES256 by the keys of this JWKS file")
 	idpIssuer := f.string("idp-issuer", "", "required iss claim of identity-provider tokens")
 	idpAudience := f.string("idp-audience", "", "required aud claim of identity-provider tokens")
-	shutdown := f.duration("shutdown-timeout", 10*time.Second, "how long to wait for in-flight requests on shutdown")
+	shutdown := f.duration("shutdown-timeout", 10*time.Second, "how long to wait for in-flight requests on shutdown; connections still open after it are closed")
 	tlsCert := f.string("tls-cert", "", "serve HTTPS with this certificate (PEM; with --tls-key): the Android app refuses plain HTTP except to 127.0.0.1")
 	tlsKey := f.string("tls-key", "", "the private key of --tls-cert (PEM)")
 	publicURL := f.string("public-url", "", "the base URL devices reach this service at, e.g. https://sms.example.com (default: the scheme and host a device used)")
