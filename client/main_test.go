@@ -9,18 +9,16 @@ package client_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"math/big"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/client"
+	"github.com/switchboard/switchboard/ops"
 	"github.com/switchboard/switchboard/server"
 	"github.com/switchboard/switchboard/sqlstore"
 )
@@ -129,42 +127,11 @@ type tenant struct {
 // createTenant does what `switchboard tenant create` does, against the
 // server's database.
 func createTenant(ctx context.Context, name, plan string) (*tenant, error) {
-	db := testServer.db
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	t := &sb.Tenant{ID: sb.NewID(), Name: name, Plan: plan, Status: sb.TenantActive, TrialEndsAt: now.Add(sb.TrialLength), CreatedAt: now}
-	if err := db.CreateTenant(ctx, t); err != nil {
+	nt, err := ops.CreateTenant(ctx, testServer.db, name, plan)
+	if err != nil {
 		return nil, err
 	}
-	out := &tenant{ID: t.ID}
-	for _, env := range []sb.Environment{sb.Live, sb.Test} {
-		text, err := sb.NewKeyText(env)
-		if err != nil {
-			return nil, err
-		}
-		k := &sb.APIKey{ID: sb.NewID(), TenantID: t.ID, Name: "Default " + string(env) + " key", Hash: sb.HashKey(text),
-			Hint: sb.KeyHint(text), Environment: env, Status: sb.KeyActive, CreatedAt: now}
-		if err := db.CreateKey(ctx, k); err != nil {
-			return nil, err
-		}
-		if env == sb.Live {
-			out.Live = text
-		} else {
-			out.Test = text
-		}
-	}
-	for attempt := 0; ; attempt++ {
-		n, _ := rand.Int(rand.Reader, big.NewInt(10_000_000))
-		p := &sb.Phone{ID: sb.NewID(), TenantID: t.ID, Number: fmt.Sprintf("+1555%07d", n.Int64()), Kind: sb.PhoneSimulated,
-			Channels: []string{sb.ChannelSMS, sb.ChannelChat}, Status: sb.PhoneOnline, CreatedAt: now}
-		err := db.AddPhone(ctx, p, nil)
-		if err == nil {
-			out.PhoneID, out.PhoneNumber = p.ID, p.Number
-			return out, nil
-		}
-		if sb.ErrorCode(err) != sb.CodeDuplicatePhone || attempt == 10 {
-			return nil, err
-		}
-	}
+	return &tenant{ID: nt.TenantID, Live: nt.LiveKey, Test: nt.TestKey, PhoneID: nt.Phone.ID, PhoneNumber: nt.Phone.Number}, nil
 }
 
 // newTenant makes a tenant on the Scale plan (no per-key rate limit, so
