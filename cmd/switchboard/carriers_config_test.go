@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"os"
@@ -58,7 +57,7 @@ func TestProvidersFileRefused(t *testing.T) {
 				}
 				args = []string{"--providers", path}
 			}
-			var stderr bytes.Buffer
+			var stderr syncBuffer // the process default logger: see idp_test.go
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			err := run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0", "--database", sqliteURL(t)}, args...), getenv, &stderr, &stderr)

@@ -76,7 +76,7 @@ func TestUsageHidesSecrets(t *testing.T) {
 
 	// A URL that does not parse is not echoed in the reason serve gives.
 	bad := map[string]string{"SWITCHBOARD_REDIS_URL": "redis://:" + redisPW + " x@127.0.0.1:1/0", "SWITCHBOARD_DATABASE": sqliteURL(t)}
-	var out bytes.Buffer
+	var out syncBuffer // the process default logger: see idp_test.go
 	err := run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0"}, func(k string) string { return bad[k] }, &out, &out)
 	if err == nil {
 		t.Fatal("serve with a malformed --redis-url started")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -180,7 +179,9 @@ func TestIdentityProviderConfig(t *testing.T) {
 		{[]string{"--idp-hs256-secret", secret[:31], "--idp-issuer", "https://idp.example", "--idp-audience", "switchboard"}, "32 bytes"},
 		{[]string{"--idp-issuer", "https://idp.example", "--idp-audience", "switchboard"}, "--idp-hs256-secret or --idp-jwks"},
 	} {
-		var stdout, stderr bytes.Buffer
+		// serve makes its logger the process default: other tests' servers
+		// may write to it at once.
+		var stdout, stderr syncBuffer
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0", "--database", db}, c.args...), noEnv, &stdout, &stderr)
 		cancel()
