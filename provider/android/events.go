@@ -1,7 +1,6 @@
 package android
 
 import (
-	"log/slog"
 	"net/http"
 	"strconv"
 	"sync"
@@ -77,8 +76,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ph *sb.Phone) er
 	wake := s.streams.add(ph.ID)
 	defer s.streams.remove(ph.ID, wake)
 	ctx := r.Context()
-	slog.Info("device connected", "tenant_id", ph.TenantID, "phone_id", ph.ID, "device_id", ph.Device.ID)
-	defer slog.Info("device disconnected", "tenant_id", ph.TenantID, "phone_id", ph.ID, "device_id", ph.Device.ID)
+	s.cfg.Log.Info("device connected", "tenant_id", ph.TenantID, "phone_id", ph.ID, "device_id", ph.Device.ID)
+	defer s.cfg.Log.Info("device disconnected", "tenant_id", ph.TenantID, "phone_id", ph.ID, "device_id", ph.Device.ID)
 
 	send := func(chunk string) bool {
 		if _, err := w.Write([]byte(chunk)); err != nil {

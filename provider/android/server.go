@@ -63,6 +63,8 @@ type Config struct {
 	Now       func() time.Time
 	// Registry, when set, gets the protocol's metrics.
 	Registry prometheus.Registerer
+	// Log receives the protocol's log lines (default slog.Default()).
+	Log *slog.Logger
 }
 
 // DefaultValidFor is the default of Config.ValidFor.
@@ -106,6 +108,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
 	}
 	cfg.PublicURL = strings.TrimSuffix(cfg.PublicURL, "/")
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), touched: map[string]time.Time{}, closing: make(chan struct{}),
@@ -155,11 +160,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // fail answers err: the message of an *sb.Error with its status, anything
 // else logged and answered 500.
-func fail(w http.ResponseWriter, r *http.Request, err error) {
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var e *sb.Error
 	if !errors.As(err, &e) {
 		if r.Context().Err() == nil {
-			slog.Error("device protocol", "method", r.Method, "path", r.URL.Path, "err", err)
+			s.cfg.Log.Error("device protocol", "method", r.Method, "path", r.URL.Path, "err", err)
 		}
 		writeError(w, http.StatusInternalServerError, "An unexpected error occurred.")
 		return
@@ -229,7 +234,7 @@ func (s *Server) device(h func(w http.ResponseWriter, r *http.Request, ph *sb.Ph
 			err = h(w, r, ph)
 		}
 		if err != nil {
-			fail(w, r, err)
+			s.fail(w, r, err)
 		}
 	}
 }
@@ -307,22 +312,22 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	}
 	raw, err := readBody(w, r)
 	if err != nil {
-		fail(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	name, err := parseRegister(raw)
 	if err != nil {
-		fail(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	id, err := sb.NewDeviceID()
 	if err != nil {
-		fail(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	token, err := sb.NewDeviceToken()
 	if err != nil {
-		fail(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	dev := &sb.Device{ID: id, Name: name, PairedAt: now.UTC().Truncate(time.Microsecond)}
@@ -331,13 +336,13 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		if sb.ErrorCode(err) == sb.CodeInvalidToken {
 			s.pairs.failed(client, now)
 			s.metrics.pairings.WithLabelValues("refused").Inc()
-			slog.Info("device pairing refused", "client", client)
+			s.cfg.Log.Info("device pairing refused", "client", client)
 		}
-		fail(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	s.metrics.pairings.WithLabelValues("paired").Inc()
-	slog.Info("device paired", "tenant_id", ph.TenantID, "phone_id", ph.ID, "device_id", id, "device_name", name)
+	s.cfg.Log.Info("device paired", "tenant_id", ph.TenantID, "phone_id", ph.ID, "device_id", id, "device_name", name)
 	s.streams.wake(ph.ID) // a device paired before ends its stream at its next beat
 	writeJSON(w, http.StatusCreated, registerResponse{ID: id, Token: token, Login: ph.ID})
 }
@@ -593,17 +598,17 @@ type smsReceived struct {
 func (s *Server) inbound(w http.ResponseWriter, r *http.Request) {
 	ph, err := s.cfg.Store.PhoneByInboundSecret(r.Context(), r.PathValue("secret"))
 	if err != nil {
-		fail(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	raw, err := readBody(w, r)
 	if err != nil {
-		fail(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	text, err := parseInbound(raw)
 	if err != nil {
-		fail(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	if text == nil {
@@ -618,11 +623,11 @@ func (s *Server) inbound(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, sb.ErrAlreadyStored):
 	case err != nil:
-		fail(w, r, err)
+		s.fail(w, r, err)
 		return
 	default:
 		s.metrics.inbound.Inc()
-		slog.Debug("inbound text from a device", "tenant_id", ph.TenantID, "phone_id", ph.ID, "message_id", m.ID)
+		s.cfg.Log.Debug("inbound text from a device", "tenant_id", ph.TenantID, "phone_id", ph.ID, "message_id", m.ID)
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -680,13 +685,13 @@ func (s *Server) Run(ctx context.Context) {
 			n, moved, err := s.cfg.Store.RerouteDeviceMessages(ctx, s.cfg.Now().UTC(), grace, batch)
 			if err != nil {
 				if ctx.Err() == nil {
-					slog.Error("moving device messages", "err", err)
+					s.cfg.Log.Error("moving device messages", "err", err)
 				}
 				break
 			}
 			if moved > 0 {
 				s.metrics.moved.Add(float64(moved))
-				slog.Info("device messages moved to another phone", "count", moved)
+				s.cfg.Log.Info("device messages moved to another phone", "count", moved)
 			}
 			if n < batch {
 				break
