@@ -151,25 +151,6 @@ func (db *DB) WebhookHealth(ctx context.Context, tenantID string, env sb.Environ
 // MessageDeliveries lists the webhook deliveries of one message of the
 // tenant's environment, oldest first, each with its attempts.
 func (db *DB) MessageDeliveries(ctx context.Context, tenantID string, env sb.Environment, messageID string) ([]*sb.Delivery, error) {
-	rows, err := db.query(ctx, `SELECT `+deliveryCols+` FROM webhook_deliveries
+	return db.queryDeliveries(ctx, `SELECT `+deliveryCols+` FROM webhook_deliveries
 		WHERE message_id = ? AND tenant_id = ? AND environment = ? ORDER BY id`, messageID, tenantID, string(env))
-	if err != nil {
-		return nil, err
-	}
-	var out []*sb.Delivery
-	byID := map[string]*sb.Delivery{}
-	for rows.Next() {
-		d, err := scanDelivery(rows)
-		if err != nil {
-			rows.Close()
-			return nil, err
-		}
-		out = append(out, d)
-		byID[d.ID] = d
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(out) == 0 {
-		return out, err
-	}
-	return out, db.attachAttempts(ctx, byID)
 }

@@ -436,7 +436,13 @@ func (db *DB) Deliveries(ctx context.Context, tenantID string, env sb.Environmen
 		q += ` AND id < ?`
 		args = append(args, p.After)
 	}
-	rows, err := db.query(ctx, q+` ORDER BY id DESC LIMIT ?`, append(args, p.Limit+1)...)
+	return db.queryDeliveries(ctx, q+` ORDER BY id DESC LIMIT ?`, append(args, p.Limit+1)...)
+}
+
+// queryDeliveries returns the deliveries query selects (deliveryCols),
+// each with its attempts.
+func (db *DB) queryDeliveries(ctx context.Context, query string, args ...any) ([]*sb.Delivery, error) {
+	rows, err := db.query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
