@@ -101,6 +101,9 @@ type Config struct {
 	// sqlstore.DefaultConnWait).
 	DBMaxConns int
 	DBConnWait time.Duration
+	// DBWriters fixes the node's group-commit writers on PostgreSQL; 0
+	// adapts them to the live nodes (two alone, one with others).
+	DBWriters int
 	// MaxConns caps the open HTTP connections (default DefaultMaxConns);
 	// HeaderTimeout bounds reading a request's headers (default
 	// DefaultHeaderTimeout); IdleTimeout closes idle keep-alive
@@ -245,7 +248,7 @@ func Run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	db, err := sqlstore.OpenOptions(ctx, c.Database, sqlstore.Options{MaxConns: c.DBMaxConns, ConnWait: c.DBConnWait, Log: log})
+	db, err := sqlstore.OpenOptions(ctx, c.Database, sqlstore.Options{MaxConns: c.DBMaxConns, ConnWait: c.DBConnWait, Writers: c.DBWriters, Log: log})
 	if err != nil {
 		return err
 	}

@@ -39,16 +39,80 @@ type batcher struct {
 	queue chan *batchReq
 	wg    sync.WaitGroup
 	stop  chan struct{}
+
+	// active is how many of the writers take work; the others wait for
+	// wake to be closed (see setActive).
+	active atomic.Int32
+	mu     sync.Mutex
+	wake   chan struct{}
 }
 
-func newBatcher(db *DB, writers int) *batcher {
-	b := &batcher{db: db, queue: make(chan *batchReq, 4096), stop: make(chan struct{})}
+// newBatcher starts writers writer goroutines, active of which take work.
+func newBatcher(db *DB, writers, active int) *batcher {
+	b := &batcher{db: db, queue: make(chan *batchReq, 4096), stop: make(chan struct{}), wake: make(chan struct{})}
+	b.active.Store(int32(min(max(active, 1), writers)))
 	for i := 0; i < writers; i++ {
 		b.wg.Add(1)
-		go b.loop((db.shardBase + i) % counterShards)
+		go b.loop(i, (db.shardBase+i)%counterShards)
 	}
 	return b
 }
+
+// How many writers a PostgreSQL node runs. Each writer keeps a transaction
+// open while callers come, so the writers of all the nodes are the
+// transactions that write to the database at once. Measured on one
+// machine (docs/scale-out.md, "Group-commit writers"), two writers serve a
+// lone node best, and nodes sharing a database lose throughput as soon as
+// the cluster runs more writers than that: their transactions insert into
+// the same last pages of the messages table's indexes and wait for each
+// other there, and every extra transaction costs the database a commit.
+// A node alone therefore runs two writers and a node with others one,
+// so that the cluster's total grows by one per node, not two or four;
+// the heartbeat tells a node how many live nodes there are (Heartbeat).
+const maxAutoWriters = 2
+
+func autoWriters(liveNodes int) int {
+	if liveNodes <= 1 {
+		return maxAutoWriters
+	}
+	return 1
+}
+
+// setActive lets n writers take work (at least one, at most those
+// started); writers beyond n finish their batch and wait.
+func (b *batcher) setActive(n int) (changed bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if int32(n) == b.active.Load() {
+		return false
+	}
+	b.active.Store(int32(n))
+	close(b.wake)
+	b.wake = make(chan struct{})
+	return true
+}
+
+// idle waits while writer i is not active; it reports false when the
+// batcher stops.
+func (b *batcher) idle(i int) bool {
+	for int32(i) >= b.active.Load() {
+		b.mu.Lock()
+		wake := b.wake
+		b.mu.Unlock()
+		if int32(i) < b.active.Load() {
+			break
+		}
+		select {
+		case <-wake:
+		case <-b.stop:
+			return false
+		}
+	}
+	return true
+}
+
+// Writers returns how many group-commit writers take work now.
+func (db *DB) Writers() int { return int(db.batch.active.Load()) }
 
 func (b *batcher) close() {
 	close(b.stop)
@@ -96,15 +160,18 @@ const (
 	lingerMax = 500 * time.Microsecond
 )
 
-// loop is one writer; shard is the shard of the daily counters its
+// loop is writer i; shard is the shard of the daily counters its
 // transactions add to, its own among the node's writers.
-func (b *batcher) loop(shard int) {
+func (b *batcher) loop(i, shard int) {
 	defer b.wg.Done()
 	batch := make([]*batchReq, 0, maxBatch)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	prev := 0
 	for {
+		if !b.idle(i) {
+			return // the active writers drain the queue
+		}
 		select {
 		case r := <-b.queue:
 			batch = append(batch[:0], r)

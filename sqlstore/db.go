@@ -61,6 +61,9 @@ type DB struct {
 	dsn     string
 
 	pool poolState // PostgreSQL: the pool's options and failures
+	// fixedWriters is set when Options.Writers fixed the number of
+	// group-commit writers; otherwise the heartbeat adapts it.
+	fixedWriters bool
 	// beat is PostgreSQL's connection of its own for the node's heartbeat
 	// (see Heartbeat), so that an exhausted pool never makes a live node
 	// look dead to the others.
@@ -199,11 +202,15 @@ func OpenOptions(ctx context.Context, url string, opt Options) (*DB, error) {
 	db.shardBase = newShardBase()
 	db.stopAllowances, db.allowancesDone = make(chan struct{}), make(chan struct{})
 	go db.allowanceLoop(db.stopAllowances, db.allowancesDone)
-	writers := 1 // SQLite has one writer
+	db.batch = newBatcher(db, 1, 1) // SQLite has one writer
 	if db.dialect == Postgres {
-		writers = 4
+		db.fixedWriters = opt.Writers > 0
+		if db.fixedWriters {
+			db.batch = newBatcher(db, opt.Writers, opt.Writers)
+		} else {
+			db.batch = newBatcher(db, maxAutoWriters, autoWriters(1))
+		}
 	}
-	db.batch = newBatcher(db, writers)
 	if db.dialect == SQLite {
 		db.stopCheckpoints = make(chan struct{})
 		db.checkpointsDone = make(chan struct{})

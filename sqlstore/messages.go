@@ -208,28 +208,91 @@ func (t *Tx) bumpN(k counterKey, n int64) {
 
 // flushDeferred writes what the transaction deferred to its commit: the
 // rows of insertMessageLater and the increments of bumpLater. On
-// PostgreSQL a batch of sends (up to insertRows messages on a few
-// counters) does both in one statement, one round trip.
+// PostgreSQL a batch of sends does both in one statement, one round trip,
+// whose text is the same for any batch (see unnest): PostgreSQL plans it
+// once per connection rather than once per batch size.
 func (t *Tx) flushDeferred(ctx context.Context) error {
-	if t.db.dialect != Postgres || len(t.messages) == 0 || len(t.messages) > insertRows || len(t.bumps) == 0 || len(t.bumps) > 4 {
+	if t.db.dialect != Postgres {
 		return cmp.Or(t.flushMessages(ctx), t.flushBumps(ctx))
 	}
+	var stmts []string
+	var args []any
+	if len(t.messages) > 0 {
+		stmts = append(stmts, `INSERT INTO messages (`+messageInsertCols+`) SELECT * FROM `+unnest(messageInsertTypes))
+		args = append(args, columns(t.messages, len(messageInsertTypes))...)
+	}
 	keys := slices.SortedFunc(maps.Keys(t.bumps), compareCounterKeys)
-	args := make([]any, 0, len(t.messages)*messageInsertN+len(keys)*6)
-	for _, r := range t.messages {
-		args = append(args, r...)
+	if len(keys) > 0 {
+		rows := make([][]any, len(keys))
+		for i, k := range keys {
+			rows[i] = []any{k.tenantID, string(k.env), k.name, k.day, t.shard, t.bumps[k]}
+		}
+		stmts = append(stmts, `INSERT INTO daily_counters (tenant_id, environment, counter, day, shard, n) SELECT * FROM `+unnest(counterTypes)+`
+			ON CONFLICT (tenant_id, environment, counter, day, shard) DO UPDATE SET n = daily_counters.n + excluded.n`)
+		args = append(args, columns(rows, len(counterTypes))...)
 	}
-	for _, k := range keys {
-		args = append(args, k.tenantID, string(k.env), k.name, k.day, t.shard, t.bumps[k])
+	var err error
+	switch len(stmts) {
+	case 0:
+	case 1:
+		_, err = t.exec(ctx, stmts[0], args...)
+	default:
+		_, err = t.exec(ctx, `WITH m AS (`+stmts[0]+`) `+stmts[1], args...)
 	}
-	if _, err := t.exec(ctx, `WITH m AS (INSERT INTO messages (`+messageInsertCols+`) VALUES `+valueRows(len(t.messages), messageInsertN)+`)
-		INSERT INTO daily_counters (tenant_id, environment, counter, day, shard, n) VALUES `+valueRows(len(keys), 6)+`
-		ON CONFLICT (tenant_id, environment, counter, day, shard) DO UPDATE SET n = daily_counters.n + excluded.n`, args...); err != nil {
+	if err != nil {
 		return err
 	}
 	t.db.limits.shardWrites.Add(int64(len(keys)))
 	t.messages, t.bumps = nil, nil
 	return nil
+}
+
+// PostgreSQL types of messageInsertCols and of a daily counter's row.
+var (
+	messageInsertTypes = []string{"text", "text", "text", "text", "text", "text", "text", "text", "text",
+		"text", "text", "text", "text", "text", "bigint", "bigint", "bigint", "bigint", "bigint", "integer",
+		"bigint", "bigint", "integer", "text", "text"}
+	counterTypes = []string{"text", "text", "text", "text", "integer", "bigint"}
+)
+
+// unnest is PostgreSQL's unnest of one array parameter per column of the
+// given types: `INSERT ... SELECT * FROM unnest(...)` with the values of
+// columns inserts any number of rows with a statement whose text does not
+// depend on their number.
+func unnest(types []string) string {
+	var b strings.Builder
+	b.WriteString("unnest(")
+	for i, t := range types {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("?::" + t + "[]")
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// columns turns rows of n values into n arrays, one per column, for unnest.
+func columns(rows [][]any, n int) []any {
+	cols := make([]any, n)
+	for j := range n {
+		c := make([]any, len(rows))
+		for i, r := range rows {
+			c[i] = r[j]
+		}
+		cols[j] = c
+	}
+	return cols
+}
+
+// inIDs is the condition `column IN ids` and its arguments: on PostgreSQL
+// one array parameter (`= ANY`), so that the statement's text is the same
+// for any number of ids.
+func (db *DB) inIDs(column string, ids []any) (string, []any) {
+	if db.dialect == Postgres {
+		return column + ` = ANY(?::text[])`, []any{ids}
+	}
+	return column + ` IN (` + placeholders(len(ids)) + `)`, ids
 }
 
 // flushBumps applies the increments of bumpLater to this transaction's

@@ -42,6 +42,17 @@ func (db *DB) Redeliveries() sb.Redeliveries {
 
 var errNodesNeedPostgres = errors.New("node liveness needs PostgreSQL (one SQLite file has one node)")
 
+// liveNodes adapts the node's group-commit writers to the number of live
+// nodes (autoWriters), unless Options.Writers fixed them.
+func (db *DB) liveNodes(n int) {
+	if db.fixedWriters {
+		return
+	}
+	if w := autoWriters(n); db.batch.setActive(w) {
+		db.pool.opt.Log.Info("group-commit writers changed with the live nodes", "node_id", db.node, "live_nodes", n, "writers", w)
+	}
+}
+
 // NodeCounts returns how many nodes are registered and live (dead_at not
 // set: beating, or silent and not found dead yet) and how many were declared
 // dead in the last hour.
@@ -76,12 +87,17 @@ func (db *DB) Heartbeat(ctx context.Context, addr string) (declaredDeadBy string
 	}
 	// The beat has a connection of its own: waiting for the pool, a busy
 	// node would miss beats and be declared dead.
-	res, err := db.beat.ExecContext(ctx, db.q(`UPDATE nodes SET heartbeat_at = `+dbClock+` WHERE id = ? AND dead_at IS NULL`), db.node)
-	if err != nil {
-		return "", false, db.classify(err)
+	// It also counts the live nodes, which sets how many group-commit
+	// writers this one runs (autoWriters).
+	var live int
+	err = db.beat.QueryRowContext(ctx, db.q(`UPDATE nodes SET heartbeat_at = `+dbClock+` WHERE id = ? AND dead_at IS NULL
+		RETURNING (SELECT COUNT(*) FROM nodes WHERE dead_at IS NULL)`), db.node).Scan(&live)
+	if err == nil {
+		db.liveNodes(live)
+		return "", false, nil
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 1 {
-		return "", false, err
+	if !errors.Is(err, sql.ErrNoRows) {
+		return "", false, db.classify(err)
 	}
 	var by sql.NullString
 	if err := db.queryRow(ctx, `SELECT dead_by FROM nodes WHERE id = ?`, db.node).Scan(&by); err != nil && !errors.Is(err, sql.ErrNoRows) {

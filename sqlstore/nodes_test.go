@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -307,5 +308,79 @@ func TestHeartbeatWithPoolExhausted(t *testing.T) {
 	}
 	if _, dead, err := db.Heartbeat(ctx, "127.0.0.1:1"); err != nil || dead {
 		t.Fatalf("heartbeat with the pool exhausted: dead %v, err %v", dead, err)
+	}
+}
+
+// A node runs two group-commit writers while it is the only live node and
+// one while others share the database, as its heartbeat finds them;
+// Options.Writers fixes the number. Writes go on through every change.
+func TestWritersFollowLiveNodes(t *testing.T) {
+	url := testPostgresURL(t)
+	ctx := context.Background()
+	a, b := openTestDB(t, url), openTestDB(t, url)
+	fixed, err := OpenOptions(ctx, url, Options{Writers: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fixed.Close() })
+	insert := probeInserts(t, a)
+	n := 0
+	write := func(db *DB) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, 20)
+		for range 20 {
+			n++
+			k := fmt.Sprint(n)
+			wg.Go(func() { errs <- db.Write(ctx, insert(k)) })
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	beat := func(db *DB, want int) {
+		t.Helper()
+		if _, _, err := db.Heartbeat(ctx, "127.0.0.1:1"); err != nil {
+			t.Fatal(err)
+		}
+		if got := db.Writers(); got != want {
+			t.Fatalf("writers = %d, want %d", got, want)
+		}
+		write(db)
+	}
+	if got := a.Writers(); got != 2 {
+		t.Fatalf("writers before any beat = %d, want 2", got)
+	}
+	if err := a.RegisterNode(ctx, "127.0.0.1:1"); err != nil {
+		t.Fatal(err)
+	}
+	beat(a, 2) // alone
+	if err := b.RegisterNode(ctx, "127.0.0.1:2"); err != nil {
+		t.Fatal(err)
+	}
+	beat(a, 1)
+	beat(b, 1)
+	if err := fixed.RegisterNode(ctx, "127.0.0.1:3"); err != nil {
+		t.Fatal(err)
+	}
+	beat(fixed, 3) // fixed: three live nodes change nothing
+	beat(a, 1)
+	if _, err := b.LeaveCluster(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fixed.LeaveCluster(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	beat(a, 2) // alone again
+	var count int
+	if err := a.queryRow(ctx, `SELECT COUNT(*) FROM batch_probe`).Scan(&count); err != nil {
+		t.Fatal(err)
+	}
+	if count != n {
+		t.Fatalf("%d rows written, want %d", count, n)
 	}
 }

@@ -42,6 +42,10 @@ type Options struct {
 	// ConnWait bounds the wait for a connection of an exhausted PostgreSQL
 	// pool (DefaultConnWait).
 	ConnWait time.Duration
+	// Writers fixes the number of group-commit writers of a PostgreSQL
+	// node (see batch.go); 0 adapts it to the live nodes (autoWriters).
+	// SQLite always has one.
+	Writers int
 	// Log receives the pool's state changes (default slog.Default()).
 	Log *slog.Logger
 }

@@ -127,12 +127,13 @@ func (db *DB) RecordHandoffs(ctx context.Context, hs []sb.Handoff) error {
 			// One sent_at and deadline for the batch: they differ by the
 			// time it took to hand the batch over.
 			first := hs[0]
-			args := append([]any{sb.Micros(first.At), sb.Micros(first.OutcomeBy)}, taken...)
+			in, ids := db.inIDs("id", taken)
+			args := append([]any{sb.Micros(first.At), sb.Micros(first.OutcomeBy)}, ids...)
 			// A message whose carrier already accepted it is no longer in the
 			// queue (run_at NULL: its receipt finishes it): it stays out.
 			if _, err := tx.exec(ctx, `UPDATE messages SET status = 'sent', sent_at = COALESCE(sent_at, ?),
 				run_at = CASE WHEN run_at IS NULL THEN NULL ELSE CAST(? AS BIGINT) END
-				WHERE id IN (`+placeholders(len(taken))+`) AND status IN ('queued', 'sent')`, args...); err != nil {
+				WHERE `+in+` AND status IN ('queued', 'sent')`, args...); err != nil {
 				return err
 			}
 		}
@@ -215,9 +216,10 @@ func (t *Tx) finish(ctx context.Context, outs []sb.Outcome) error {
 	if sentAt.IsZero() {
 		sentAt = at
 	}
-	args := append([]any{sb.Micros(at), sb.Micros(sentAt)}, delivered...)
+	in, ids := t.db.inIDs("id", delivered)
+	args := append([]any{sb.Micros(at), sb.Micros(sentAt)}, ids...)
 	rows, err := t.query(ctx, `UPDATE messages SET status = 'delivered', delivered_at = ?, sent_at = COALESCE(sent_at, ?), run_at = NULL, device_due = NULL
-		WHERE id IN (`+placeholders(len(delivered))+`) AND status IN ('queued', 'sent')
+		WHERE `+in+` AND status IN ('queued', 'sent')
 		RETURNING id, tenant_id, environment, from_number, to_number, channel, created_at, scheduled_at`, args...)
 	if err != nil {
 		return err

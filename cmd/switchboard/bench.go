@@ -37,6 +37,7 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	nodes := f.String("nodes", "", "send scenario on PostgreSQL: node counts to measure, e.g. 1,2,3; each count runs that many serve child processes on one fresh database, the connections dealt to them in turn")
 	tenants := f.String("tenants", "", "with --nodes: tenant counts, each a variant whose sends are spread over that many tenants (default 1,3)")
 	dbMaxConns := f.Int("db-max-conns", 0, "with --nodes: passed to every node as serve's --db-max-conns (0: the node's default)")
+	dbWriters := f.Int("db-writers", 0, "with --nodes: passed to every node as serve's --db-writers (0: the node's default, adapted to the live nodes)")
 	loadgenName := f.String("loadgen", "go", "load generator of the send scenario: go (bench/loadgen) or wrk (runs wrk -t2 with bench/wrk/send.lua against the bare handler and the server; needs wrk installed)")
 	binary := f.String("binary", "", "the switchboard binary child processes run (the devices scenario, --nodes); default: this program (env SWITCHBOARD_BENCH_BINARY)")
 	cpuprofile := f.String("cpuprofile", "", "write a CPU profile of the whole run (server and load generator) to this file")
@@ -76,7 +77,10 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	if *dbMaxConns != 0 {
-		c.NodeArgs = []string{"--db-max-conns", strconv.Itoa(*dbMaxConns)}
+		c.NodeArgs = append(c.NodeArgs, "--db-max-conns", strconv.Itoa(*dbMaxConns))
+	}
+	if *dbWriters != 0 {
+		c.NodeArgs = append(c.NodeArgs, "--db-writers", strconv.Itoa(*dbWriters))
 	}
 	return bench.Run(ctx, c, stdout, stderr)
 }

@@ -38,6 +38,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	validFor := f.duration("device-valid-for", android.DefaultValidFor, "how long a message handed to an android phone stays valid there (its validUntil); one not reported on by then goes to another phone")
 	dbMaxConns := f.int("db-max-conns", sqlstore.DefaultMaxConns, "PostgreSQL: the most connections this node opens (plus one for LISTEN and one for the heartbeat); the default lets five nodes share PostgreSQL's default max_connections=100")
 	dbWait := f.duration("db-wait", sqlstore.DefaultConnWait, "PostgreSQL: how long a request waits for a connection when all are busy before it answers 503 DATABASE_UNAVAILABLE")
+	dbWriters := f.int("db-writers", 0, "PostgreSQL: group-commit writers of this node, each a transaction that batches concurrent writes; 0 adapts them to the live nodes: 2 on a node alone, 1 while other nodes share the database (docs/scale-out.md)")
 	maxConns := f.int("max-conns", switchboard.DefaultMaxConns, "the most HTTP connections this node keeps open at once (idle keep-alives and device event streams count); more wait to be accepted")
 	headerTimeout := f.duration("header-timeout", switchboard.DefaultHeaderTimeout, "how long a client may take to send a request's headers before the connection is closed")
 	idleTimeout := f.duration("idle-timeout", switchboard.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
@@ -52,6 +53,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			return fmt.Errorf("--%s must be at least 1, not %d", n.name, n.v)
 		}
 	}
+	if *dbWriters < 0 {
+		return fmt.Errorf("--db-writers must be 0 (adapt to the live nodes) or more, not %d", *dbWriters)
+	}
 	if err := checkDatabase(*db); err != nil {
 		return err
 	}
@@ -60,6 +64,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		HeartbeatInterval: *heartbeat, NodeDeadAfter: *deadAfter,
 		DebugAddr: *debugAddr, IdPSecret: *idpSecret, IdPJWKS: *idpJWKS, IdPIssuer: *idpIssuer, IdPAudience: *idpAudience,
 		TLSCert: *tlsCert, TLSKey: *tlsKey, PublicURL: *publicURL, PhoneOfflineAfter: *offlineAfter, DeviceValidFor: *validFor,
-		ProvidersFile: *providers, Getenv: getenv, DBMaxConns: *dbMaxConns, DBConnWait: *dbWait,
+		ProvidersFile: *providers, Getenv: getenv, DBMaxConns: *dbMaxConns, DBConnWait: *dbWait, DBWriters: *dbWriters,
 		MaxConns: *maxConns, HeaderTimeout: *headerTimeout, IdleTimeout: *idleTimeout})
 }
