@@ -20,7 +20,9 @@ type Store interface {
 	ClaimDue(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]*sb.Message, error)
 	RecordHandoffs(ctx context.Context, hs []sb.Handoff) error
 	RecordOutcomes(ctx context.Context, outs []sb.Outcome) error
-	NextDue(ctx context.Context) (time.Time, bool, error)
+	// NextDue returns the earliest time in (after, before] when a queued
+	// message falls due, or false.
+	NextDue(ctx context.Context, after, before time.Time) (time.Time, bool, error)
 	MessagesDue() <-chan struct{}
 	// Accepted returns up to max messages this process accepted and
 	// stored already claimed for lease, waiting for one until ctx ends;
@@ -131,7 +133,8 @@ func (w *Worker) dispatch(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for ctx.Err() == nil {
-		msgs, err := w.store.ClaimDue(ctx, time.Now(), w.opt.Lease, w.opt.Batch)
+		now := time.Now()
+		msgs, err := w.store.ClaimDue(ctx, now, w.opt.Lease, w.opt.Batch)
 		if err != nil {
 			if ctx.Err() == nil {
 				w.opt.Log.Error("claiming due messages", "err", err)
@@ -145,7 +148,7 @@ func (w *Worker) dispatch(ctx context.Context) {
 			}
 		}
 		wait := w.opt.Poll
-		if next, ok, err := w.store.NextDue(ctx); err == nil && ok {
+		if next, ok, err := w.store.NextDue(ctx, now, time.Now().Add(wait)); err == nil && ok {
 			if d := time.Until(next); d < wait {
 				wait = max(d, time.Millisecond)
 			}

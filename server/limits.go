@@ -124,6 +124,7 @@ type nodeCollector struct {
 
 	backend, fallbacks, redisErrors                             *prometheus.Desc
 	poolConns, poolMax, poolWaits, poolWaitSeconds, unavailable *prometheus.Desc
+	writers                                                     *prometheus.Desc
 	httpOpen, httpMax, httpWaits                                *prometheus.Desc
 }
 
@@ -147,6 +148,9 @@ func newNodeCollector(db *sqlstore.DB, lim *limits, conns *connLimiter, max int)
 		unavailable: prometheus.NewDesc("switchboard_db_unavailable_total",
 			"Callers turned away (503 DATABASE_UNAVAILABLE for requests), by reason: pool_exhausted (no connection within --db-wait), "+
 				"unreachable (none could be opened, or the server refused or dropped it).", []string{"reason"}, nil),
+		writers: prometheus.NewDesc("switchboard_db_writers",
+			"Group-commit writers of the node taking work now: each batches concurrent writes into one transaction "+
+				"(--db-writers; by default 2 while the node is the only live one, 1 while other nodes share the database).", nil, nil),
 		httpOpen: prometheus.NewDesc("switchboard_http_connections_open",
 			"HTTP connections open now (keep-alives and event streams included).", nil, nil),
 		httpMax: prometheus.NewDesc("switchboard_http_connections_max",
@@ -158,7 +162,7 @@ func newNodeCollector(db *sqlstore.DB, lim *limits, conns *connLimiter, max int)
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.backend, c.fallbacks, c.redisErrors, c.poolConns, c.poolMax, c.poolWaits,
-		c.poolWaitSeconds, c.unavailable, c.httpOpen, c.httpMax, c.httpWaits} {
+		c.poolWaitSeconds, c.unavailable, c.writers, c.httpOpen, c.httpMax, c.httpWaits} {
 		ch <- d
 	}
 }
@@ -190,6 +194,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.unavailable, float64(ps.Exhausted), "pool_exhausted")
 		counter(c.unavailable, float64(ps.Unreachable), "unreachable")
 	}
+	gauge(c.writers, float64(c.db.Writers()))
 	if c.conns != nil {
 		gauge(c.httpOpen, float64(c.conns.open.Load()))
 		gauge(c.httpMax, float64(c.max))

@@ -278,6 +278,10 @@ func TestClusterNodeKilled(t *testing.T) {
 		if live, dead := m[`switchboard_nodes{state="live"}`], m[`switchboard_nodes{state="dead"}`]; live != 2 || dead != 1 {
 			t.Errorf("%s: switchboard_nodes live %v, dead %v; want 2 and 1", p.URL, live, dead)
 		}
+		// A node with other live nodes runs one group-commit writer.
+		if w := m[`switchboard_db_writers`]; w != 1 {
+			t.Errorf("%s: switchboard_db_writers = %v, want 1", p.URL, w)
+		}
 	}
 	store, err := sqlstore.Open(context.Background(), db)
 	if err != nil {
