@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,8 +30,9 @@ type limits struct {
 
 // newLimits chooses the rate limiter: on PostgreSQL the shared table, on
 // SQLite (one node) memory; with Redis, Redis in front of either, which
-// takes over within ratelimit.DefaultPrimaryTimeout when Redis fails.
-func newLimits(db *sqlstore.DB, redisOpt *redis.Options, log *slog.Logger) *limits {
+// takes over within fo.Timeout (ratelimit.DefaultPrimaryTimeout) when Redis
+// fails.
+func newLimits(db *sqlstore.DB, redisOpt *redis.Options, fo ratelimit.FallbackOptions, log *slog.Logger) *limits {
 	l := &limits{}
 	var local ratelimit.Limiter
 	if db.Dialect() == sqlstore.Postgres {
@@ -43,7 +45,9 @@ func newLimits(db *sqlstore.DB, redisOpt *redis.Options, log *slog.Logger) *limi
 	if redisOpt != nil {
 		// A request never waits longer for Redis than the fallback's
 		// timeout: no retries, and every wait of the client below it.
-		ratelimit.FailFast(redisOpt, ratelimit.DefaultPrimaryTimeout)
+		fo.Timeout = cmp.Or(fo.Timeout, ratelimit.DefaultPrimaryTimeout)
+		fo.Log = log
+		ratelimit.FailFast(redisOpt, fo.Timeout)
 		l.redis = redis.NewClient(redisOpt)
 		rl := ratelimit.NewRedis(l.redis)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -51,7 +55,7 @@ func newLimits(db *sqlstore.DB, redisOpt *redis.Options, log *slog.Logger) *limi
 			log.Warn("rate limits: redis does not answer at start-up; requests will be limited by "+l.backend+" until it does", "err", err)
 		}
 		cancel()
-		l.fallback = ratelimit.NewFallback(rl, "redis", local, l.backend, ratelimit.FallbackOptions{Log: log})
+		l.fallback = ratelimit.NewFallback(rl, "redis", local, l.backend, fo)
 		l.Limiter = l.fallback
 	}
 	return l

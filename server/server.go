@@ -35,6 +35,7 @@ import (
 	"github.com/switchboard/switchboard/provider/simulator"
 	"github.com/switchboard/switchboard/provider/smpp"
 	"github.com/switchboard/switchboard/provider/twilio"
+	"github.com/switchboard/switchboard/ratelimit"
 	"github.com/switchboard/switchboard/sqlstore"
 	"github.com/switchboard/switchboard/webhook"
 	"github.com/switchboard/switchboard/webhook/ssrf"
@@ -101,6 +102,11 @@ type Config struct {
 	// sqlstore.DefaultConnWait).
 	DBMaxConns int
 	DBConnWait time.Duration
+	// RedisTimeout bounds a rate-limit decision's wait for Redis before
+	// the fallback decides (default ratelimit.DefaultPrimaryTimeout);
+	// RedisCooldown is how long Redis is then left alone after failing
+	// (default ratelimit.DefaultCooldown).
+	RedisTimeout, RedisCooldown time.Duration
 	// DBWriters fixes the node's group-commit writers on PostgreSQL; 0
 	// adapts them to the live nodes (two alone, one with others).
 	DBWriters int
@@ -289,7 +295,7 @@ func Run(ctx context.Context, c Config) error {
 	routing := sb.Routing{OfflineAfter: c.PhoneOfflineAfter, Links: carriers}
 	db.SetRouting(routing)
 
-	limiter := newLimits(db, redisOpt, log)
+	limiter := newLimits(db, redisOpt, ratelimit.FallbackOptions{Timeout: c.RedisTimeout, Cooldown: c.RedisCooldown}, log)
 	defer limiter.close()
 
 	if db.Dialect() == sqlstore.SQLite {

@@ -98,12 +98,15 @@ func TestServeScaleOutFlags(t *testing.T) {
 		"-max-conns", "SWITCHBOARD_MAX_CONNS", "(default 10000)",
 		"-header-timeout", "SWITCHBOARD_HEADER_TIMEOUT", "(default 10s)",
 		"-idle-timeout", "SWITCHBOARD_IDLE_TIMEOUT", "(default 2m0s)",
+		"-db-writers", "SWITCHBOARD_DB_WRITERS",
+		"-redis-timeout", "SWITCHBOARD_REDIS_TIMEOUT", "(default 75ms)",
+		"-redis-cooldown", "SWITCHBOARD_REDIS_COOLDOWN", "(default 1s)",
 	} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("serve --help does not show %s", want)
 		}
 	}
-	for _, args := range [][]string{{"--db-max-conns", "0"}, {"--max-conns", "-1"}} {
+	for _, args := range [][]string{{"--db-max-conns", "0"}, {"--max-conns", "-1"}, {"--db-writers", "-1"}, {"--redis-timeout", "0s"}, {"--redis-cooldown", "-1s"}} {
 		err := run(context.Background(), append([]string{"serve", "--addr", "127.0.0.1:0", "--database", sqliteURL(t)}, args...), noEnv, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), args[0]) {
 			t.Errorf("serve %s: %v, want a refusal naming the flag", strings.Join(args, " "), err)

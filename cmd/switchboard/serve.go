@@ -9,6 +9,7 @@ import (
 	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/delivery"
 	"github.com/switchboard/switchboard/provider/android"
+	"github.com/switchboard/switchboard/ratelimit"
 	switchboard "github.com/switchboard/switchboard/server"
 	"github.com/switchboard/switchboard/sqlstore"
 )
@@ -38,6 +39,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	validFor := f.duration("device-valid-for", android.DefaultValidFor, "how long a message handed to an android phone stays valid there (its validUntil); one not reported on by then goes to another phone")
 	dbMaxConns := f.int("db-max-conns", sqlstore.DefaultMaxConns, "PostgreSQL: the most connections this node opens (plus one for LISTEN and one for the heartbeat); the default lets five nodes share PostgreSQL's default max_connections=100")
 	dbWait := f.duration("db-wait", sqlstore.DefaultConnWait, "PostgreSQL: how long a request waits for a connection when all are busy before it answers 503 DATABASE_UNAVAILABLE")
+	redisTimeout := f.duration("redis-timeout", ratelimit.DefaultPrimaryTimeout, "with --redis-url: how long a rate-limit decision waits for Redis before the fallback (PostgreSQL, or memory on SQLite) decides instead")
+	redisCooldown := f.duration("redis-cooldown", ratelimit.DefaultCooldown, "with --redis-url: how long Redis is left alone after 3 failures in a row before it is tried again")
 	dbWriters := f.int("db-writers", 0, "PostgreSQL: group-commit writers of this node, each a transaction that batches concurrent writes; 0 adapts them to the live nodes: 2 on a node alone, 1 while other nodes share the database (docs/scale-out.md)")
 	maxConns := f.int("max-conns", switchboard.DefaultMaxConns, "the most HTTP connections this node keeps open at once (idle keep-alives and device event streams count); more wait to be accepted")
 	headerTimeout := f.duration("header-timeout", switchboard.DefaultHeaderTimeout, "how long a client may take to send a request's headers before the connection is closed")
@@ -53,6 +56,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			return fmt.Errorf("--%s must be at least 1, not %d", n.name, n.v)
 		}
 	}
+	if *redisTimeout <= 0 || *redisCooldown <= 0 {
+		return fmt.Errorf("--redis-timeout and --redis-cooldown must be more than 0")
+	}
 	if *dbWriters < 0 {
 		return fmt.Errorf("--db-writers must be 0 (adapt to the live nodes) or more, not %d", *dbWriters)
 	}
@@ -64,6 +70,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		HeartbeatInterval: *heartbeat, NodeDeadAfter: *deadAfter,
 		DebugAddr: *debugAddr, IdPSecret: *idpSecret, IdPJWKS: *idpJWKS, IdPIssuer: *idpIssuer, IdPAudience: *idpAudience,
 		TLSCert: *tlsCert, TLSKey: *tlsKey, PublicURL: *publicURL, PhoneOfflineAfter: *offlineAfter, DeviceValidFor: *validFor,
-		ProvidersFile: *providers, Getenv: getenv, DBMaxConns: *dbMaxConns, DBConnWait: *dbWait, DBWriters: *dbWriters,
+		ProvidersFile: *providers, Getenv: getenv, DBMaxConns: *dbMaxConns, DBConnWait: *dbWait, DBWriters: *dbWriters, RedisTimeout: *redisTimeout, RedisCooldown: *redisCooldown,
 		MaxConns: *maxConns, HeaderTimeout: *headerTimeout, IdleTimeout: *idleTimeout})
 }
