@@ -202,14 +202,14 @@ func OpenOptions(ctx context.Context, url string, opt Options) (*DB, error) {
 	db.shardBase = newShardBase()
 	db.stopAllowances, db.allowancesDone = make(chan struct{}), make(chan struct{})
 	go db.allowanceLoop(db.stopAllowances, db.allowancesDone)
-	db.batch = newBatcher(db, 1, 1) // SQLite has one writer
-	if db.dialect == Postgres {
-		db.fixedWriters = opt.Writers > 0
-		if db.fixedWriters {
-			db.batch = newBatcher(db, opt.Writers, opt.Writers)
-		} else {
-			db.batch = newBatcher(db, maxAutoWriters, autoWriters(1))
-		}
+	db.fixedWriters = opt.Writers > 0
+	switch {
+	case db.dialect == SQLite:
+		db.batch = newBatcher(db, 1, 1) // one writer
+	case db.fixedWriters:
+		db.batch = newBatcher(db, opt.Writers, opt.Writers)
+	default:
+		db.batch = newBatcher(db, maxAutoWriters, autoWriters(1))
 	}
 	if db.dialect == SQLite {
 		db.stopCheckpoints = make(chan struct{})

@@ -552,6 +552,17 @@ func (db *DB) acceptFn(ctx context.Context, s *sb.Send, h *handover) func(*Tx) e
 			if err != nil {
 				return err
 			}
+			if !ok && !waited {
+				// The last unit may have gone to a transaction that made
+				// this recipient known after it was read here, and has
+				// committed since (PostgreSQL: a statement sees what other
+				// transactions committed before it began).
+				again, err := tx.readRecipient(ctx, m.TenantID, m.Env, m.To)
+				if err != nil {
+					return err
+				}
+				waited = again.known
+			}
 			if !ok && waited {
 				// Another transaction used the last units meanwhile: it
 				// may have made this recipient known. Run again to see.
