@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // PostgreSQL driver "pgx"
 	"github.com/mattn/go-sqlite3"      // SQLite driver "sqlite3"
 
@@ -401,6 +402,23 @@ func (db *DB) q(query string) string {
 	s := b.String()
 	db.rebound.Store(query, s)
 	return s
+}
+
+// planEach returns args for a statement that PostgreSQL must plan each time
+// it runs, for its arguments and the tables' size of the moment. pgx
+// otherwise prepares every statement once per connection, and PostgreSQL
+// soon settles on a generic plan, made once from what the tables held then.
+// For a statement over an array of ids, made while the messages table was
+// still small (a new database, the first seconds of a node), that plan is a
+// sequential scan, and it stays one as the table grows: an outcome's UPDATE
+// of 100 messages read every row of the table (80 us a message after 60,000
+// sends instead of 28 us; see docs/scale-out.md). Planning again costs tens
+// of microseconds a statement, which only statements over a batch repay.
+func (db *DB) planEach(args ...any) []any {
+	if db.dialect != Postgres {
+		return args
+	}
+	return append([]any{pgx.QueryExecModeCacheDescribe}, args...)
 }
 
 // On PostgreSQL, exec, query, queryRow and begin take their connection with

@@ -136,7 +136,7 @@ func (db *DB) RecordHandoffs(ctx context.Context, hs []sb.Handoff) error {
 			// time it took to hand the batch over.
 			first := hs[0]
 			in, ids := db.inIDs("id", taken)
-			args := append([]any{sb.Micros(first.At), sb.Micros(first.OutcomeBy)}, ids...)
+			args := db.planEach(append([]any{sb.Micros(first.At), sb.Micros(first.OutcomeBy)}, ids...)...)
 			// A message whose carrier already accepted it is no longer in the
 			// queue (run_at NULL: its receipt finishes it): it stays out.
 			if _, err := tx.exec(ctx, `UPDATE messages SET status = 'sent', sent_at = COALESCE(sent_at, ?),
@@ -225,7 +225,7 @@ func (t *Tx) finish(ctx context.Context, outs []sb.Outcome) error {
 		sentAt = at
 	}
 	in, ids := t.db.inIDs("id", delivered)
-	args := append([]any{sb.Micros(at), sb.Micros(sentAt)}, ids...)
+	args := t.db.planEach(append([]any{sb.Micros(at), sb.Micros(sentAt)}, ids...)...)
 	rows, err := t.query(ctx, `UPDATE messages SET status = 'delivered', delivered_at = ?, sent_at = COALESCE(sent_at, ?), run_at = NULL, device_due = NULL
 		WHERE `+in+` AND status IN ('queued', 'sent')
 		RETURNING id, tenant_id, environment, from_number, to_number, channel, created_at, scheduled_at`, args...)
