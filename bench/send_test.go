@@ -33,6 +33,21 @@ func runBench(t *testing.T, c Config) (stdout, stderr string) {
 	return out.String(), errOut.String()
 }
 
+// jsonLines decodes the bench's --json output, one object a line.
+func jsonLines(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		lines = append(lines, m)
+	}
+	return lines
+}
+
 func mustMatch(t *testing.T, out string, patterns ...string) {
 	t.Helper()
 	for _, p := range patterns {
@@ -62,15 +77,7 @@ func TestBenchSend(t *testing.T) {
 func TestBenchSendJSON(t *testing.T) {
 	testenv.Timing(t)
 	out, _ := runBench(t, Config{Scenario: "send", Duration: 400 * time.Millisecond, Rounds: 2, Connections: 4, JSON: true})
-	var lines []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
-		lines = append(lines, m)
-	}
+	lines := jsonLines(t, out)
 	if len(lines) != 4 {
 		t.Fatalf("got %d JSON lines, want the baseline, the server, the pipeline and the summary", len(lines))
 	}
@@ -122,15 +129,7 @@ func TestBenchWebhooks(t *testing.T) {
 func TestBenchWebhooksJSON(t *testing.T) {
 	testenv.Timing(t)
 	out, _ := runBench(t, Config{Scenario: "webhooks", Duration: 300 * time.Millisecond, Rounds: 5, Connections: 4, JSON: true})
-	var lines []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
-		lines = append(lines, m)
-	}
+	lines := jsonLines(t, out)
 	if len(lines) != 3 {
 		t.Fatalf("got %d JSON lines, want the two phases and the summary", len(lines))
 	}

@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"bufio"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"strings"
@@ -40,15 +38,7 @@ func TestBenchSendWrk(t *testing.T) {
 		t.Skip("wrk is not installed (apt-get install wrk): skipping the wrk cross-check")
 	}
 	out, _ := runBench(t, Config{Scenario: "send", Loadgen: "wrk", Duration: 2 * time.Second, Rounds: 2, Connections: 8, JSON: true})
-	var lines []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
-		lines = append(lines, m)
-	}
+	lines := jsonLines(t, out)
 	if len(lines) != 4 {
 		t.Fatalf("got %d JSON lines, want the baseline, the server, the pipeline and the summary", len(lines))
 	}

@@ -221,15 +221,10 @@ func (t *Tx) flushDeferred(ctx context.Context) error {
 		stmts = append(stmts, `INSERT INTO messages (`+messageInsertCols+`) SELECT * FROM `+unnest(messageInsertTypes))
 		args = append(args, columns(t.messages, len(messageInsertTypes))...)
 	}
-	keys := slices.SortedFunc(maps.Keys(t.bumps), compareCounterKeys)
-	if len(keys) > 0 {
-		rows := make([][]any, len(keys))
-		for i, k := range keys {
-			rows[i] = []any{k.tenantID, string(k.env), k.name, k.day, t.shard, t.bumps[k]}
-		}
-		stmts = append(stmts, `INSERT INTO daily_counters (tenant_id, environment, counter, day, shard, n) SELECT * FROM `+unnest(counterTypes)+`
-			ON CONFLICT (tenant_id, environment, counter, day, shard) DO UPDATE SET n = daily_counters.n + excluded.n`)
-		args = append(args, columns(rows, len(counterTypes))...)
+	counters := t.counterRows()
+	if len(counters) > 0 {
+		stmts = append(stmts, insertCounters+` SELECT * FROM `+unnest(counterTypes)+addCounters)
+		args = append(args, columns(counters, len(counterTypes))...)
 	}
 	var err error
 	switch len(stmts) {
@@ -242,7 +237,7 @@ func (t *Tx) flushDeferred(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	t.db.limits.shardWrites.Add(int64(len(keys)))
+	t.db.limits.shardWrites.Add(int64(len(counters)))
 	t.messages, t.bumps = nil, nil
 	return nil
 }
@@ -299,30 +294,41 @@ func (db *DB) inIDs(column string, ids []any) (string, []any) {
 // shard of each counter (see counters.go), all in one statement, in a
 // fixed order.
 func (t *Tx) flushBumps(ctx context.Context) error {
-	if len(t.bumps) == 0 {
-		return nil
-	}
-	keys := make([]counterKey, 0, len(t.bumps))
-	for k := range t.bumps {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, compareCounterKeys)
-	for len(keys) > 0 {
-		n := min(len(keys), insertRows)
-		args := make([]any, 0, n*6)
-		for _, k := range keys[:n] {
-			args = append(args, k.tenantID, string(k.env), k.name, k.day, t.shard, t.bumps[k])
+	rows := t.counterRows()
+	for len(rows) > 0 {
+		n := min(len(rows), insertRows)
+		args := make([]any, 0, n*len(counterTypes))
+		for _, r := range rows[:n] {
+			args = append(args, r...)
 		}
-		if _, err := t.exec(ctx, `INSERT INTO daily_counters (tenant_id, environment, counter, day, shard, n) VALUES `+valueRows(n, 6)+`
-			ON CONFLICT (tenant_id, environment, counter, day, shard) DO UPDATE SET n = daily_counters.n + excluded.n`, args...); err != nil {
+		if _, err := t.exec(ctx, insertCounters+` VALUES `+valueRows(n, len(counterTypes))+addCounters, args...); err != nil {
 			return err
 		}
-		keys = keys[n:]
+		rows = rows[n:]
 		t.db.limits.shardWrites.Add(int64(n))
 	}
 	t.bumps = nil
 	return nil
 }
+
+// counterRows is what bumpLater deferred, one row of daily_counters
+// (tenant_id, environment, counter, day, shard, n) per counter, on this
+// transaction's shard, in a fixed order: transactions that add to the same
+// rows lock them in the same order.
+func (t *Tx) counterRows() [][]any {
+	keys := slices.SortedFunc(maps.Keys(t.bumps), compareCounterKeys)
+	rows := make([][]any, len(keys))
+	for i, k := range keys {
+		rows[i] = []any{k.tenantID, string(k.env), k.name, k.day, t.shard, t.bumps[k]}
+	}
+	return rows
+}
+
+// The statement that adds rows of counterRows to their counters' shards.
+const (
+	insertCounters = `INSERT INTO daily_counters (tenant_id, environment, counter, day, shard, n)`
+	addCounters    = ` ON CONFLICT (tenant_id, environment, counter, day, shard) DO UPDATE SET n = daily_counters.n + excluded.n`
+)
 
 // errLostRace is returned when a transaction finds that one that committed
 // after it read a row changed it (a recipient forgotten by a withdrawal,

@@ -84,25 +84,16 @@ func TestClusterNodeKilled(t *testing.T) {
 					n = 1 + i%2
 				}
 				body := fmt.Sprintf(`{"to":"+15005550000","body":"cluster test %d/%d"}`, w, i)
-				req, _ := http.NewRequest("POST", nodes[n].URL+"/v1/messages", strings.NewReader(body))
-				req.Header.Set("Authorization", "Bearer "+tn.Live)
-				res, err := client.Do(req)
+				id, status, err := postSend(client, nodes[n].URL, tn.Live, body)
 				if err != nil {
 					continue // the killed node: its answer is lost, the send is not counted
 				}
-				var out struct {
-					Data struct {
-						MessageID string `json:"message_id"`
-					} `json:"data"`
-				}
-				json.NewDecoder(res.Body).Decode(&out)
-				res.Body.Close()
-				if res.StatusCode == http.StatusAccepted {
+				if status == http.StatusAccepted {
 					mu.Lock()
-					accepted[out.Data.MessageID] = n
+					accepted[id] = n
 					mu.Unlock()
 				} else if ctx.Err() == nil {
-					t.Errorf("node %d answered %d", n, res.StatusCode)
+					t.Errorf("node %d answered %d", n, status)
 				}
 			}
 		})

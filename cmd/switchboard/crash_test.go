@@ -132,9 +132,7 @@ func TestCrashLosesNoAcceptedMessage(t *testing.T) {
 						to = simulator.SMSOnlyNumber
 					}
 					body := fmt.Sprintf(`{"to":%q,"body":"crash test %d/%d"}`, to, w, i)
-					req, _ := http.NewRequest("POST", p.URL+"/v1/messages", strings.NewReader(body))
-					req.Header.Set("Authorization", "Bearer "+tn.Live)
-					res, err := client.Do(req)
+					id, status, err := postSend(client, p.URL, tn.Live, body)
 					sent.Add(1)
 					if err != nil {
 						refused.Add(1)
@@ -143,16 +141,9 @@ func TestCrashLosesNoAcceptedMessage(t *testing.T) {
 						}
 						continue
 					}
-					var out struct {
-						Data struct {
-							MessageID string `json:"message_id"`
-						} `json:"data"`
-					}
-					json.NewDecoder(res.Body).Decode(&out)
-					res.Body.Close()
-					if res.StatusCode == http.StatusAccepted {
+					if status == http.StatusAccepted {
 						mu.Lock()
-						accepted[out.Data.MessageID] = to
+						accepted[id] = to
 						mu.Unlock()
 					}
 				}
@@ -233,4 +224,27 @@ func nextLink(h string) string {
 		return ""
 	}
 	return h[start+1 : end]
+}
+
+// postSend posts a send to a child process's API with key and returns the
+// message id of its answer and the status; err is the request's failure
+// (the process killed under it, for one).
+func postSend(client *http.Client, url, key, body string) (id string, status int, err error) {
+	req, err := http.NewRequest("POST", url+"/v1/messages", strings.NewReader(body))
+	if err != nil {
+		return "", 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := client.Do(req)
+	if err != nil {
+		return "", 0, err
+	}
+	defer res.Body.Close()
+	var out struct {
+		Data struct {
+			MessageID string `json:"message_id"`
+		} `json:"data"`
+	}
+	json.NewDecoder(res.Body).Decode(&out)
+	return out.Data.MessageID, res.StatusCode, nil
 }
