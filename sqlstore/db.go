@@ -410,10 +410,12 @@ func (db *DB) q(query string) string {
 // soon settles on a generic plan, made once from what the tables held then.
 // For a statement over an array of ids, made while the messages table was
 // still small (a new database, the first seconds of a node), that plan is a
-// sequential scan, and it stays one as the table grows: an outcome's UPDATE
-// of 100 messages read every row of the table (80 us a message after 60,000
-// sends instead of 28 us; see docs/scale-out.md). Planning again costs tens
-// of microseconds a statement, which only statements over a batch repay.
+// sequential scan, and it stays one as the table grows, until an ANALYZE of
+// the table makes PostgreSQL plan again: an outcome's UPDATE of 100 messages
+// read every row of the table (80 us a message after 60,000 sends instead
+// of 28 us; see docs/scale-out.md). Planning again costs tens of
+// microseconds a statement, which only statements over a batch, and the
+// queue's polls (a few a second, over a range of run_at), repay.
 func (db *DB) planEach(args ...any) []any {
 	if db.dialect != Postgres {
 		return args

@@ -54,7 +54,7 @@ func (db *DB) ClaimDue(ctx context.Context, now time.Time, lease time.Duration, 
 					WHERE id IN (SELECT id FROM messages WHERE run_at <= ? AND ` + lane + ` ORDER BY run_at LIMIT ?)
 					RETURNING ` + messageCols + `, NULL`
 			}
-			rows, err := tx.query(ctx, query, sb.Micros(now.Add(lease)), db.node, sb.Micros(now), limit-len(out))
+			rows, err := tx.query(ctx, query, db.planEach(sb.Micros(now.Add(lease)), db.node, sb.Micros(now), limit-len(out))...)
 			if err != nil {
 				return err
 			}
@@ -96,7 +96,7 @@ func (db *DB) NextDue(ctx context.Context, after, before time.Time) (time.Time, 
 	for _, lane := range []string{"campaign_id IS NULL", "campaign_id IS NOT NULL"} {
 		var n *int64
 		if err := db.queryRow(ctx, `SELECT MIN(run_at) FROM messages WHERE run_at > ? AND run_at <= ? AND `+lane,
-			sb.Micros(after), sb.Micros(before)).Scan(&n); err != nil {
+			db.planEach(sb.Micros(after), sb.Micros(before))...).Scan(&n); err != nil {
 			return time.Time{}, false, err
 		}
 		if n != nil && (next == nil || *n < *next) {
