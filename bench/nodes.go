@@ -61,6 +61,15 @@ type nodesResult struct {
 	RoundRatios []benchFloat `json:"round_ratios"`
 	P99Ms       benchFloat   `json:"p99_ms"`
 	PerNode     []int64      `json:"requests_per_node"`
+	// The whole machine's busy CPU time per request (the load generator,
+	// the nodes, PostgreSQL) and the median share of its processors' time
+	// left idle, for the bare handler's rounds and the step's (Linux; NaN,
+	// null in JSON, elsewhere). An idle share well above the bare
+	// handler's says the nodes waited rather than worked.
+	BareCPUUs   benchFloat `json:"bare_cpu_us_per_request"`
+	CPUUs       benchFloat `json:"cpu_us_per_send"`
+	BareIdlePct benchFloat `json:"bare_idle_pct"`
+	IdlePct     benchFloat `json:"idle_pct"`
 	// VsOneNode is MedianRatio over one node's MedianRatio for the same
 	// tenant count: each step's throughput relative to the bare handler
 	// measured beside it, so that the machine's drift between steps
@@ -120,8 +129,8 @@ func runNodes(ctx context.Context, env *benchEnv, c Config, o benchOptions, stdo
 		b.WriteByte('\n')
 	} else {
 		fmt.Fprintln(&b, header)
-		fmt.Fprintf(&b, "%-5s %-7s %9s %7s %9s %9s %10s %10s %8s %11s %-8s %s\n", "nodes", "tenants", "requests", "errors", "sends/s",
-			"bare/s", "vs bare", "vs 1 node", "p99 ms", "delivered/s", "keeps up", "requests per node")
+		fmt.Fprintf(&b, "%-5s %-7s %9s %7s %9s %9s %10s %10s %8s %11s %-8s %-11s %-9s %s\n", "nodes", "tenants", "requests", "errors", "sends/s",
+			"bare/s", "vs bare", "vs 1 node", "p99 ms", "delivered/s", "keeps up", "cpu us/req", "idle %", "requests per node")
 		for _, r := range results {
 			vs := "-"
 			if r.VsOneNode != nil {
@@ -131,11 +140,11 @@ func runNodes(ctx context.Context, env *benchEnv, c Config, o benchOptions, stdo
 			for i, x := range r.PerNode {
 				per[i] = fmt.Sprint(x)
 			}
-			fmt.Fprintf(&b, "%-5d %-7d %9d %7d %9.0f %9.0f %9.2fx %10s %8.1f %11.0f %-8s %s\n", r.Nodes, r.Tenants, r.Requests, r.Errors,
+			fmt.Fprintf(&b, "%-5d %-7d %9d %7d %9.0f %9.0f %9.2fx %10s %8.1f %11.0f %-8s %-11s %-9s %s\n", r.Nodes, r.Tenants, r.Requests, r.Errors,
 				float64(r.SendsPerS), float64(r.BarePerS), float64(r.MedianRatio), vs, float64(r.P99Ms), float64(r.DeliveredPerS),
-				passFail(r.KeepsUp), strings.Join(per, "/"))
+				passFail(r.KeepsUp), pair(r.BareCPUUs, r.CPUUs, "%.0f"), pair(r.BareIdlePct, r.IdlePct, "%.0f"), strings.Join(per, "/"))
 		}
-		fmt.Fprintf(&b, "(vs bare: median over the rounds of sends/s over the bare handler's req/s in the same round; vs 1 node: that ratio over one node's, so the machine's drift between steps cancels out; sends/s is the step's own figure)\n")
+		fmt.Fprintf(&b, "(vs bare: median over the rounds of sends/s over the bare handler's req/s in the same round; vs 1 node: that ratio over one node's, so the machine's drift between steps cancels out; sends/s is the step's own figure; cpu us/req and idle %%: the whole machine's busy CPU per request and its idle share, bare handler/step)\n")
 		for _, v := range verdicts {
 			fmt.Fprintln(&b, v.text)
 		}
@@ -351,7 +360,9 @@ func nodesStep(ctx context.Context, env *benchEnv, c Config, o benchOptions, n i
 		r := &nodesResult{Scenario: "send", Nodes: n, Tenants: v.tenants, Requests: s.Total.Requests, Errors: s.Total.Errors,
 			SendsPerS: benchFloat(s.Total.RPS), BarePerS: benchFloat(out.Baseline.Total.RPS), MedianRatio: benchFloat(s.Median()),
 			RoundRatios: benchFloats(s.Ratios), P99Ms: benchFloat(micros(s.Total.P99) / 1000),
-			DeliveredPerS: f.LoadedDeliveredPerS, KeepsUp: f.KeepsUp, DrainS: f.DrainS, Failed: f.Failed}
+			DeliveredPerS: f.LoadedDeliveredPerS, KeepsUp: f.KeepsUp, DrainS: f.DrainS, Failed: f.Failed,
+			BareCPUUs: machineMicros(out.Baseline), CPUUs: machineMicros(s),
+			BareIdlePct: benchFloat(100 * out.Baseline.MedianIdle()), IdlePct: benchFloat(100 * s.MedianIdle())}
 		if math.IsNaN(float64(r.DeliveredPerS)) {
 			r.DeliveredPerS = f.DeliveredPerS
 		}
@@ -365,6 +376,27 @@ func nodesStep(ctx context.Context, env *benchEnv, c Config, o benchOptions, n i
 		results = append(results, r)
 	}
 	return results, failures, nil
+}
+
+// machineMicros is s's machine CPU per request in microseconds, NaN when
+// not measured.
+func machineMicros(s rounds.Series) benchFloat {
+	d := s.MachineCPUPerRequest()
+	if d == 0 {
+		return benchFloat(math.NaN())
+	}
+	return benchFloat(float64(d) / float64(time.Microsecond))
+}
+
+// pair formats two figures as "a/b", "-" for one not measured.
+func pair(a, b benchFloat, format string) string {
+	f := func(x benchFloat) string {
+		if math.IsNaN(float64(x)) {
+			return "-"
+		}
+		return fmt.Sprintf(format, float64(x))
+	}
+	return f(a) + "/" + f(b)
 }
 
 // nodesSchema creates a fresh schema in the PostgreSQL database of base

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -61,6 +62,9 @@ func TestBenchNodes(t *testing.T) {
 		VsOneNode      *float64 `json:"vs_one_node"`
 		PerNode        []int64  `json:"requests_per_node"`
 		Failed         float64
+		BareCPUUs      *float64 `json:"bare_cpu_us_per_request"`
+		CPUUs          *float64 `json:"cpu_us_per_send"`
+		IdlePct        *float64 `json:"idle_pct"`
 	}
 	var sum struct {
 		Summary  bool
@@ -93,6 +97,10 @@ func TestBenchNodes(t *testing.T) {
 		}
 		if l.Requests == 0 || l.Errors != 0 || l.Failed != 0 || l.SendsPerS <= 0 || l.MedianRatio == nil {
 			t.Errorf("line %d: %+v", i, l)
+		}
+		if runtime.GOOS == "linux" && (l.BareCPUUs == nil || *l.BareCPUUs <= 0 || l.CPUUs == nil || *l.CPUUs <= 0 ||
+			l.IdlePct == nil || *l.IdlePct < 0 || *l.IdlePct > 100) {
+			t.Errorf("line %d: machine CPU per request %v (bare %v), idle %v%%", i, l.CPUUs, l.BareCPUUs, l.IdlePct)
 		}
 		if len(l.PerNode) != l.Nodes {
 			t.Errorf("line %d: requests per node %v for %d nodes", i, l.PerNode, l.Nodes)

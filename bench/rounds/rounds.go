@@ -62,6 +62,11 @@ type Series struct {
 	// CPU holds, per round, the CPU time the whole process used during the
 	// measured slice; it is empty where that cannot be measured.
 	CPU []time.Duration
+	// Machine holds, per round, the CPU time the whole machine spent busy
+	// during the slice, and Idle the share of its processors' time they
+	// were idle (Linux; empty elsewhere).
+	Machine []time.Duration
+	Idle    []float64
 	// Ratios holds, per round, the target's requests per second divided by
 	// the baseline's in the same round, P99Ratios the same for p99 latency
 	// and CPURatios the same for requests per CPU-second. Rounds in which
@@ -126,6 +131,7 @@ func Run(ctx context.Context, baseline loadgen.Target, targets []loadgen.Target,
 		n := len(targets) + 1
 		results := make([]loadgen.Result, n)
 		cpus := make([]time.Duration, n)
+		machines := make([]machineUse, n)
 		for k := range n {
 			slot := (k + round - 1) % n
 			t := baseline
@@ -133,7 +139,7 @@ func Run(ctx context.Context, baseline loadgen.Target, targets []loadgen.Target,
 				t = targets[slot-1]
 			}
 			var err error
-			results[slot], cpus[slot], err = measure(ctx, t, lo)
+			results[slot], cpus[slot], machines[slot], err = measure(ctx, t, lo)
 			if err != nil {
 				return out.finish(completed), err
 			}
@@ -146,6 +152,7 @@ func Run(ctx context.Context, baseline loadgen.Target, targets []loadgen.Target,
 		if baseCPU > 0 {
 			out.Baseline.CPU = append(out.Baseline.CPU, baseCPU)
 		}
+		machines[0].add(&out.Baseline)
 		baseEff := perCPUSecond(base, baseCPU)
 		for i, r := range runs {
 			s := &out.Targets[i]
@@ -153,6 +160,7 @@ func Run(ctx context.Context, baseline loadgen.Target, targets []loadgen.Target,
 			if cpus[i] > 0 {
 				s.CPU = append(s.CPU, cpus[i])
 			}
+			machines[i+1].add(s)
 			if base.RPS > 0 {
 				s.Ratios = append(s.Ratios, r.RPS/base.RPS)
 			}
@@ -172,25 +180,46 @@ func Run(ctx context.Context, baseline loadgen.Target, targets []loadgen.Target,
 }
 
 // measure runs one slice and also returns the CPU time the process used from
-// the end of the warmup until the slice has finished, or 0 if unknown.
-func measure(ctx context.Context, t loadgen.Target, o loadgen.Options) (loadgen.Result, time.Duration, error) {
-	var cpu0 time.Duration
-	var ok0 bool
+// the end of the warmup until the slice has finished, or 0 if unknown, and
+// the machine's use over the same time.
+func measure(ctx context.Context, t loadgen.Target, o loadgen.Options) (loadgen.Result, time.Duration, machineUse, error) {
+	var cpu0, busy0, idle0 time.Duration
+	var ok0, mok0 bool
 	sampled := make(chan struct{})
 	timer := time.AfterFunc(o.Warmup, func() {
 		cpu0, ok0 = processCPU()
+		busy0, idle0, mok0 = machineCPU()
 		close(sampled)
 	})
 	res, err := loadgen.Run(ctx, t, o)
 	if timer.Stop() {
-		return res, 0, err // ended before the warmup did
+		return res, 0, machineUse{}, err // ended before the warmup did
 	}
 	<-sampled
 	cpu1, ok1 := processCPU()
-	if !ok0 || !ok1 || cpu1 <= cpu0 {
-		return res, 0, err
+	var m machineUse
+	if busy1, idle1, mok1 := machineCPU(); mok0 && mok1 && busy1+idle1 > busy0+idle0 {
+		m = machineUse{busy: busy1 - busy0, idle: idle1 - idle0, ok: true}
 	}
-	return res, cpu1 - cpu0, err
+	if !ok0 || !ok1 || cpu1 <= cpu0 {
+		return res, 0, m, err
+	}
+	return res, cpu1 - cpu0, m, err
+}
+
+// machineUse is the machine's busy and idle time during a slice.
+type machineUse struct {
+	busy, idle time.Duration
+	ok         bool
+}
+
+// add records u in s, if it was measured.
+func (u machineUse) add(s *Series) {
+	if !u.ok {
+		return
+	}
+	s.Machine = append(s.Machine, u.busy)
+	s.Idle = append(s.Idle, float64(u.idle)/float64(u.busy+u.idle))
 }
 
 // perCPUSecond returns r's requests per second of process CPU time, or 0.
@@ -218,6 +247,28 @@ func (s Series) CPUPerRequest() time.Duration {
 	}
 	return cpu / time.Duration(n)
 }
+
+// MachineCPUPerRequest returns the machine's busy CPU time per measured
+// request over all rounds, or 0 if it was not measured.
+func (s Series) MachineCPUPerRequest() time.Duration {
+	if len(s.Machine) != len(s.Runs) || len(s.Machine) == 0 {
+		return 0
+	}
+	var cpu time.Duration
+	var n uint64
+	for i, r := range s.Runs {
+		cpu += s.Machine[i]
+		n += r.Requests
+	}
+	if n == 0 {
+		return 0
+	}
+	return cpu / time.Duration(n)
+}
+
+// MedianIdle returns the median over the rounds of the machine's idle
+// share, or NaN if it was not measured.
+func (s Series) MedianIdle() float64 { return Median(s.Idle) }
 
 // finish returns a copy of o with the totals computed and Rounds set to the
 // number of completed rounds.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"math"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -136,6 +137,14 @@ func TestRun(t *testing.T) {
 	if _, ok := processCPU(); ok && (len(o.Baseline.CPU) != 3 || len(same.CPU) != 3 || len(same.CPURatios) != 3 || same.CPUPerRequest() <= 0) {
 		t.Errorf("CPU not recorded: baseline %v, same %v, ratios %v", o.Baseline.CPU, same.CPU, same.CPURatios)
 	}
+	if _, _, ok := machineCPU(); ok {
+		if len(o.Baseline.Machine) != 3 || len(same.Machine) != 3 || len(same.Idle) != 3 || same.MachineCPUPerRequest() <= 0 {
+			t.Errorf("machine CPU not recorded: baseline %v, same %v, idle %v", o.Baseline.Machine, same.Machine, same.Idle)
+		}
+		if idle := same.MedianIdle(); !(idle >= 0 && idle <= 1) {
+			t.Errorf("median idle share %v, want within [0, 1]", idle)
+		}
+	}
 	if o.Baseline.Total.Requests == 0 || same.Total.Errors != 0 || math.IsNaN(same.Median()) {
 		t.Errorf("baseline %+v, same %+v", o.Baseline.Total, same.Total)
 	}
@@ -151,4 +160,30 @@ func TestRun(t *testing.T) {
 	if _, err := Run(ctx, target("base", url), nil, Options{Duration: time.Second}, nil); err == nil {
 		t.Error("Run with a cancelled context succeeded")
 	}
+}
+
+// machineCPU reads the machine's busy time, which a busy loop of this
+// process makes grow.
+func TestMachineCPU(t *testing.T) {
+	busy0, idle0, ok := machineCPU()
+	if runtime.GOOS != "linux" {
+		if ok {
+			t.Fatal("machine CPU measured without /proc/stat")
+		}
+		return
+	}
+	if !ok || busy0 <= 0 || idle0 < 0 {
+		t.Fatalf("machineCPU = %v, %v, %v", busy0, idle0, ok)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	x := 0
+	for time.Now().Before(deadline) {
+		for i := range 1_000_000 {
+			x += i
+		}
+		if busy, idle, _ := machineCPU(); busy > busy0 && idle >= idle0 {
+			return
+		}
+	}
+	t.Fatalf("the machine's busy time did not grow in 10s of a busy loop (%d)", x)
 }
