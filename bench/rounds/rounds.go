@@ -232,38 +232,28 @@ func perCPUSecond(r loadgen.Result, cpu time.Duration) float64 {
 
 // CPUPerRequest returns the process CPU time per measured request over all
 // rounds, or 0 if it was not measured.
-func (s Series) CPUPerRequest() time.Duration {
-	if len(s.CPU) != len(s.Runs) || len(s.CPU) == 0 {
-		return 0
-	}
-	var cpu time.Duration
-	var n uint64
-	for i, r := range s.Runs {
-		cpu += s.CPU[i]
-		n += r.Requests
-	}
-	if n == 0 {
-		return 0
-	}
-	return cpu / time.Duration(n)
-}
+func (s Series) CPUPerRequest() time.Duration { return perRequest(s.CPU, s.Runs) }
 
 // MachineCPUPerRequest returns the machine's busy CPU time per measured
 // request over all rounds, or 0 if it was not measured.
-func (s Series) MachineCPUPerRequest() time.Duration {
-	if len(s.Machine) != len(s.Runs) || len(s.Machine) == 0 {
+func (s Series) MachineCPUPerRequest() time.Duration { return perRequest(s.Machine, s.Runs) }
+
+// perRequest is the CPU time of the rounds over their requests, 0 unless
+// every round's CPU time was measured.
+func perRequest(cpu []time.Duration, runs []loadgen.Result) time.Duration {
+	if len(cpu) != len(runs) || len(cpu) == 0 {
 		return 0
 	}
-	var cpu time.Duration
+	var sum time.Duration
 	var n uint64
-	for i, r := range s.Runs {
-		cpu += s.Machine[i]
+	for i, r := range runs {
+		sum += cpu[i]
 		n += r.Requests
 	}
 	if n == 0 {
 		return 0
 	}
-	return cpu / time.Duration(n)
+	return sum / time.Duration(n)
 }
 
 // MedianIdle returns the median over the rounds of the machine's idle
