@@ -32,6 +32,10 @@ type batchReq struct {
 	fn   func(*Tx) error
 	err  error
 	done chan struct{}
+	// reads is what fn reads first, which the writer reads for several
+	// callers at once before it runs them (see Tx.prefetch); zero when
+	// nothing.
+	reads rcpKey
 }
 
 type batcher struct {
@@ -126,8 +130,15 @@ var reqPool = sync.Pool{New: func() any { return &batchReq{done: make(chan struc
 // more than once (when its batch has to be retried), so it must keep its
 // results in variables it sets afresh on every run.
 func (db *DB) Write(ctx context.Context, fn func(*Tx) error) error {
+	return db.writeReading(ctx, fn, rcpKey{})
+}
+
+// writeReading is Write for work that first reads the recipient reads (and
+// its tenant's phones' version): the writer reads those of all the callers
+// waiting at once, in one round trip (see Tx.prefetch).
+func (db *DB) writeReading(ctx context.Context, fn func(*Tx) error, reads rcpKey) error {
 	r := reqPool.Get().(*batchReq)
-	r.ctx, r.fn, r.err = ctx, fn, nil
+	r.ctx, r.fn, r.err, r.reads = ctx, fn, nil, reads
 	select {
 	case db.batch.queue <- r:
 	case <-ctx.Done():
@@ -191,15 +202,17 @@ func (b *batcher) loop(i, shard int) {
 		if err == nil {
 			tx.shard = shard
 		}
-		ok := err == nil && b.exec(tx, batch[0])
+		ok := err == nil
+		if ok {
+			batch, ok = b.take(tx, batch, 0)
+		}
 		linger := prev >= lingerMin
 		deadline := start.Add(lingerMax)
 	fill:
 		for ok && len(batch) < maxBatch {
 			select {
 			case r := <-b.queue:
-				batch = append(batch, r)
-				ok = b.exec(tx, r)
+				batch, ok = b.take(tx, append(batch, r), len(batch))
 				continue
 			default:
 			}
@@ -214,8 +227,7 @@ func (b *batcher) loop(i, shard int) {
 			select {
 			case r := <-b.queue:
 				timer.Stop()
-				batch = append(batch, r)
-				ok = b.exec(tx, r)
+				batch, ok = b.take(tx, append(batch, r), len(batch))
 			case <-timer.C:
 				break fill
 			}
@@ -239,6 +251,33 @@ func (b *batcher) loop(i, shard int) {
 		}
 		b.db.restartWAL() // between two transactions, when the WAL is full
 	}
+}
+
+// take runs the callers of batch from index from in the writer's open
+// transaction, with every caller waiting in the queue now (up to maxBatch),
+// which it appends to batch: first it reads what they all read first
+// (Tx.prefetch), then it runs them in order. It reports whether the
+// transaction can go on (see exec); callers it appended but did not run
+// are run with the rest of the batch when the batch is run again.
+func (b *batcher) take(tx *Tx, batch []*batchReq, from int) ([]*batchReq, bool) {
+drain:
+	for len(batch) < maxBatch {
+		select {
+		case r := <-b.queue:
+			batch = append(batch, r)
+		default:
+			break drain
+		}
+	}
+	if err := tx.prefetch(batch[from:]); err != nil {
+		return batch, false
+	}
+	for _, r := range batch[from:] {
+		if !b.exec(tx, r) {
+			return batch, false
+		}
+	}
+	return batch, true
 }
 
 // exec runs one caller's work in the writer's open transaction and reports

@@ -86,7 +86,7 @@ func (db *DB) RecordCarrier(ctx context.Context, link string, evs []sb.CarrierEv
 			return tx.finish(ctx, c.delivered)
 		}
 		return nil
-	})
+	}, rcpKey{})
 	return res, err
 }
 

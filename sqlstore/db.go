@@ -559,8 +559,11 @@ type Tx struct {
 	takes    []taken
 	pending  map[counterKey]int64
 	full     map[counterKey]bool
-	// recipients are the recipients the transaction read (see recipient).
+	// recipients are the recipients the transaction read (see recipient),
+	// versions the phones' versions of tenants (see phoneList), read
+	// ahead for a batch by prefetch.
 	recipients map[rcpKey]recipient
+	versions   map[string]int64
 }
 
 // execer is what *sql.Tx and *sql.Conn have in common.
@@ -594,11 +597,17 @@ func (t *Tx) query(ctx context.Context, query string, args ...any) (*sql.Rows, e
 	return t.tx.QueryContext(context.WithoutCancel(ctx), t.db.q(query), args...)
 }
 
-// wrote forgets the recipients the transaction has read (see recipient)
-// before a statement that may change them.
+// wrote forgets the recipients and phones' versions the transaction has
+// read (see recipient, phoneList) before a statement that may change them.
 func (t *Tx) wrote(query string) {
-	if t.recipients != nil && strings.Contains(query, "recipients") && !strings.HasPrefix(query, "SELECT") {
+	if strings.HasPrefix(query, "SELECT") {
+		return
+	}
+	if t.recipients != nil && strings.Contains(query, "recipients") {
 		t.recipients = nil
+	}
+	if t.versions != nil && strings.Contains(query, "tenants") {
+		t.versions = nil
 	}
 }
 
