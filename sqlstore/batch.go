@@ -133,9 +133,9 @@ func (db *DB) Write(ctx context.Context, fn func(*Tx) error) error {
 	return db.writeReading(ctx, fn, rcpKey{})
 }
 
-// writeReading is Write for work that first reads the recipient reads (and
-// its tenant's phones' version): the writer reads those of all the callers
-// waiting at once, in one round trip (see Tx.prefetch).
+// writeReading is Write for work whose first reads are the recipient
+// reads and its tenant's phones' version: the writer reads those of all the
+// callers waiting at once, in one round trip (see Tx.prefetch).
 func (db *DB) writeReading(ctx context.Context, fn func(*Tx) error, reads rcpKey) error {
 	r := reqPool.Get().(*batchReq)
 	r.ctx, r.fn, r.err, r.reads = ctx, fn, nil, reads
