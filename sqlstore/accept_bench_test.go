@@ -87,3 +87,33 @@ func BenchmarkAcceptSendDistinct(b *testing.B) {
 	b.ReportMetric(float64(readStats.prefetches.Load()-prefetches)/float64(b.N), "prefetches/op")
 	b.ReportMetric(float64(readStats.single.Load()-single)/float64(b.N), "single-reads/op")
 }
+
+// BenchmarkAcceptSendNew is BenchmarkAcceptSendDistinct with every send to
+// a recipient never seen before (a code sent to each new user).
+func BenchmarkAcceptSendNew(b *testing.B) {
+	ctx := context.Background()
+	db := openTestDB(b, testPostgresURL(b))
+	now := time.Now().UTC()
+	tn := &sb.Tenant{ID: sb.NewID(), Name: "b", Plan: "scale", Status: sb.TenantActive, TrialEndsAt: now, CreatedAt: now}
+	if err := db.CreateTenant(ctx, tn); err != nil {
+		b.Fatal(err)
+	}
+	if err := db.AddPhone(ctx, &sb.Phone{ID: sb.NewID(), TenantID: tn.ID, Number: "+15550000001", Channels: []string{"sms", "chat"}, Status: sb.PhoneOnline, CreatedAt: now}, nil); err != nil {
+		b.Fatal(err)
+	}
+	batches, reqs := batchStats.n.Load(), batchStats.reqs.Load()
+	var next atomic.Int64
+	b.SetParallelism(32) // 64 goroutines on 2 cores
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m := &sb.Message{ID: sb.NewID(), TenantID: tn.ID, Env: sb.Live, Direction: sb.Outbound, To: fmt.Sprintf("+1212%07d", next.Add(1)),
+				Body: "hello", Channel: "sms", Status: sb.StatusQueued, CreatedAt: time.Now().UTC()}
+			if err := db.AcceptSend(ctx, &sb.Send{Message: m}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(batchStats.reqs.Load()-reqs)/float64(batchStats.n.Load()-batches), "reqs/batch")
+}

@@ -564,6 +564,9 @@ type Tx struct {
 	// ahead for a batch by prefetch.
 	recipients map[rcpKey]recipient
 	versions   map[string]int64
+	// newRecipients are rows of recipients inserted with the commit's
+	// statement (insertRecipient, PostgreSQL).
+	newRecipients [][]any
 }
 
 // execer is what *sql.Tx and *sql.Conn have in common.
@@ -583,18 +586,37 @@ func (t *Tx) afterCommit(fn func()) { t.after = append(t.after, fn) }
 // statement to watch it (database/sql one for every query), which would
 // cost the single writer two goroutine switches per statement.
 func (t *Tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	t.wrote(query)
+	if err := t.prepare(ctx, query); err != nil {
+		return nil, err
+	}
 	return t.tx.ExecContext(context.WithoutCancel(ctx), t.db.q(query), args...)
 }
 
 func (t *Tx) queryRow(ctx context.Context, query string, args ...any) row {
-	t.wrote(query)
+	if err := t.prepare(ctx, query); err != nil {
+		return row{err: err}
+	}
 	return row{r: t.tx.QueryRowContext(context.WithoutCancel(ctx), t.db.q(query), args...)}
 }
 
 func (t *Tx) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	t.wrote(query)
+	if err := t.prepare(ctx, query); err != nil {
+		return nil, err
+	}
 	return t.tx.QueryContext(context.WithoutCancel(ctx), t.db.q(query), args...)
+}
+
+// prepare readies the transaction for a statement: a statement that names
+// recipients sees the rows insertRecipient deferred, and the transaction
+// forgets what the statement may change (wrote).
+func (t *Tx) prepare(ctx context.Context, query string) error {
+	if len(t.newRecipients) > 0 && strings.Contains(query, "recipients") {
+		if err := t.insertRecipientsNow(ctx); err != nil {
+			return err
+		}
+	}
+	t.wrote(query)
+	return nil
 }
 
 // wrote forgets the recipients and phones' versions the transaction has

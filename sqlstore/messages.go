@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -168,10 +169,12 @@ func (t *Tx) prefetch(reqs []*batchReq) error {
 		return nil
 	}
 	readStats.prefetches.Add(1)
-	rows, err := t.query(context.Background(), `SELECT 0, k.t, k.e, k.n, r.opted_out, r.phone_id, r.reserved_by, 0::bigint
+	// Not t.query: the rows of insertRecipient are not of these recipients,
+	// which the transaction has not read, and can wait for the commit.
+	rows, err := t.tx.QueryContext(context.Background(), t.db.q(`SELECT 0, k.t, k.e, k.n, r.opted_out, r.phone_id, r.reserved_by, 0::bigint
 		FROM unnest(?::text[], ?::text[], ?::text[]) AS k(t, e, n)
 		LEFT JOIN recipients r ON r.tenant_id = k.t AND r.environment = k.e AND r.number = k.n
-		UNION ALL SELECT 1, id, '', '', NULL, NULL, NULL, phones_version FROM tenants WHERE id = ANY(?::text[])`,
+		UNION ALL SELECT 1, id, '', '', NULL, NULL, NULL, phones_version FROM tenants WHERE id = ANY(?::text[])`),
 		t.db.planEach(nonNilSlice(ts), nonNilSlice(es), nonNilSlice(ns), nonNilSlice(tenants))...)
 	if err != nil {
 		return err
@@ -237,14 +240,19 @@ func (t *Tx) readRecipient(ctx context.Context, tenantID string, env sb.Environm
 	return recipient{known: true, optedOut: opted != 0, phoneID: phone.String, reservedBy: reserved.String}, nil
 }
 
-// insertRecipient records a recipient the transaction read as unknown. The
-// other recipients it read stay as they were (the insert changes no other
-// row): a batch of sends to new recipients reads them all ahead (prefetch)
-// and keeps what it read.
+// insertRecipient records a recipient the transaction read as unknown. On
+// PostgreSQL the row is inserted with the batch's messages, in the
+// commit's one statement (flushDeferred), or before any other statement
+// of the transaction that names recipients (see prepare): a batch of sends
+// to new recipients then costs no round trip per recipient. Either way the
+// other recipients the transaction read stay as they were (the insert
+// changes no other row), and this one reads as known from now on.
 func (t *Tx) insertRecipient(ctx context.Context, k rcpKey, phoneID string, now time.Time) error {
+	row := []any{k.tenantID, string(k.env), k.number, 0, phoneID, sb.Micros(now), sb.Micros(now)}
 	kept := t.recipients
-	if _, err := t.exec(ctx, `INSERT INTO recipients (tenant_id, environment, number, opted_out, phone_id, first_seen_at, updated_at)
-		VALUES (?, ?, ?, 0, ?, ?, ?)`, k.tenantID, string(k.env), k.number, phoneID, sb.Micros(now), sb.Micros(now)); err != nil {
+	if t.db.dialect == Postgres {
+		t.newRecipients = append(t.newRecipients, row)
+	} else if _, err := t.exec(ctx, `INSERT INTO recipients (`+recipientInsertCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`, row...); err != nil {
 		return err
 	}
 	if kept == nil {
@@ -253,6 +261,22 @@ func (t *Tx) insertRecipient(ctx context.Context, k rcpKey, phoneID string, now 
 	kept[k] = recipient{known: true, phoneID: phoneID}
 	t.recipients = kept
 	return nil
+}
+
+// The columns of a new recipient's row (insertRecipient), and their
+// PostgreSQL types.
+const recipientInsertCols = `tenant_id, environment, number, opted_out, phone_id, first_seen_at, updated_at`
+
+var recipientInsertTypes = []string{"text", "text", "text", "integer", "text", "bigint", "bigint"}
+
+// insertRecipientsNow inserts the rows insertRecipient deferred, before a
+// statement that names recipients (PostgreSQL).
+func (t *Tx) insertRecipientsNow(ctx context.Context) error {
+	rows := t.newRecipients
+	t.newRecipients = nil
+	_, err := t.tx.ExecContext(context.WithoutCancel(ctx), t.db.q(`INSERT INTO recipients (`+recipientInsertCols+`) SELECT * FROM `+unnest(recipientInsertTypes)),
+		t.db.planEach(columns(rows, len(recipientInsertTypes))...)...)
+	return err
 }
 
 // updateRecipient runs an UPDATE of a recipient that the transaction read as
@@ -330,21 +354,35 @@ func (t *Tx) flushDeferred(ctx context.Context) error {
 		stmts = append(stmts, `INSERT INTO messages (`+messageInsertCols+`) SELECT * FROM `+unnest(messageInsertTypes))
 		args = append(args, columns(t.messages, len(messageInsertTypes))...)
 	}
+	if len(t.newRecipients) > 0 {
+		stmts = append(stmts, `INSERT INTO recipients (`+recipientInsertCols+`) SELECT * FROM `+unnest(recipientInsertTypes))
+		args = append(args, columns(t.newRecipients, len(recipientInsertTypes))...)
+	}
 	counters := t.counterRows()
 	if len(counters) > 0 {
 		stmts = append(stmts, insertCounters+` SELECT * FROM `+unnest(counterTypes)+addCounters)
 		args = append(args, columns(counters, len(counterTypes))...)
 	}
-	var err error
-	switch len(stmts) {
-	case 0:
-	case 1:
-		_, err = t.exec(ctx, stmts[0], args...)
-	default:
-		_, err = t.exec(ctx, `WITH m AS (`+stmts[0]+`) `+stmts[1], args...)
-	}
-	if err != nil {
-		return err
+	if len(stmts) > 0 {
+		// One statement: each but the last in a WITH, which PostgreSQL runs
+		// whether or not the last refers to it.
+		var b strings.Builder
+		for i, st := range stmts[:len(stmts)-1] {
+			if i == 0 {
+				b.WriteString("WITH ")
+			} else {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "w%d AS (%s)", i, st)
+		}
+		if len(stmts) > 1 {
+			b.WriteString(" ")
+		}
+		b.WriteString(stmts[len(stmts)-1])
+		t.newRecipients = nil // in this statement: not before it (prepare)
+		if _, err := t.exec(ctx, b.String(), args...); err != nil {
+			return err
+		}
 	}
 	t.db.limits.shardWrites.Add(int64(len(counters)))
 	t.messages, t.bumps = nil, nil

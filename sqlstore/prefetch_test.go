@@ -82,3 +82,52 @@ func TestBatchReadsAhead(t *testing.T) {
 		t.Errorf("new recipient %s: known %v, %v", number(10), known, err)
 	}
 }
+
+// On PostgreSQL a new recipient's row waits for the commit's statement
+// (insertRecipient), but a statement of the same transaction that names
+// recipients sees it, and work that fails takes its rows back (undo).
+func TestDeferredRecipients(t *testing.T) {
+	ctx := context.Background()
+	db := openTestDB(t, testPostgresURL(t))
+	tn := writeTestTenant(t, db)
+	k := func(n string) rcpKey { return rcpKey{tn.ID, sb.Live, n} }
+	count := func(q interface {
+		queryRow(context.Context, string, ...any) row
+	}, n string) int {
+		t.Helper()
+		var c int
+		if err := q.queryRow(ctx, `SELECT COUNT(*) FROM recipients WHERE tenant_id = ? AND number = ?`, tn.ID, n).Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	err := db.inTx(ctx, func(tx *Tx) error {
+		now := time.Now()
+		if err := tx.insertRecipient(ctx, k("+15005550101"), "", now); err != nil {
+			return err
+		}
+		if len(tx.newRecipients) != 1 {
+			t.Errorf("%d rows deferred, want 1", len(tx.newRecipients))
+		}
+		if c := count(tx, "+15005550101"); c != 1 {
+			t.Errorf("a statement naming recipients saw %d rows of the recipient inserted before it, want 1", c)
+		}
+		m := tx.mark()
+		if err := tx.insertRecipient(ctx, k("+15005550102"), "", now); err != nil {
+			return err
+		}
+		tx.undo(m)
+		if len(tx.newRecipients) != 0 || tx.recipients != nil {
+			t.Errorf("after undo: %d rows deferred, recipients read %v", len(tx.newRecipients), tx.recipients)
+		}
+		return tx.insertRecipient(ctx, k("+15005550103"), "", now) // inserted by the commit
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, want := range map[string]int{"+15005550101": 1, "+15005550102": 0, "+15005550103": 1} {
+		if c := count(db, n); c != want {
+			t.Errorf("%s: %d rows after the commit, want %d", n, c, want)
+		}
+	}
+}
