@@ -20,21 +20,12 @@ func BenchmarkAcceptSend(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer db.Close()
-	now := time.Now().UTC()
-	tn := &sb.Tenant{ID: sb.NewID(), Name: "b", Plan: "scale", Status: sb.TenantActive, TrialEndsAt: now, CreatedAt: now}
-	if err := db.CreateTenant(ctx, tn); err != nil {
-		b.Fatal(err)
-	}
-	if err := db.AddPhone(ctx, &sb.Phone{ID: sb.NewID(), TenantID: tn.ID, Number: "+15550000001", Channels: []string{"sms", "chat"}, Status: sb.PhoneOnline, CreatedAt: now}, nil); err != nil {
-		b.Fatal(err)
-	}
+	send := benchSender(b, db)
 	b.SetParallelism(32) // 64 goroutines on 2 cores
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			m := &sb.Message{ID: sb.NewID(), TenantID: tn.ID, Env: sb.Live, Direction: sb.Outbound, To: "+15005550000",
-				Body: "hello", Channel: "sms", Status: sb.StatusQueued, CreatedAt: time.Now().UTC()}
-			if err := db.AcceptSend(ctx, &sb.Send{Message: m, NewContactLimit: 0}); err != nil {
+			if err := send("+15005550000"); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -48,21 +39,8 @@ func BenchmarkAcceptSend(b *testing.B) {
 // recipient. It reports the batch size and the statements that read ahead
 // for a batch (Tx.prefetch) or one recipient, per send.
 func BenchmarkAcceptSendDistinct(b *testing.B) {
-	ctx := context.Background()
 	db := openTestDB(b, testPostgresURL(b))
-	now := time.Now().UTC()
-	tn := &sb.Tenant{ID: sb.NewID(), Name: "b", Plan: "scale", Status: sb.TenantActive, TrialEndsAt: now, CreatedAt: now}
-	if err := db.CreateTenant(ctx, tn); err != nil {
-		b.Fatal(err)
-	}
-	if err := db.AddPhone(ctx, &sb.Phone{ID: sb.NewID(), TenantID: tn.ID, Number: "+15550000001", Channels: []string{"sms", "chat"}, Status: sb.PhoneOnline, CreatedAt: now}, nil); err != nil {
-		b.Fatal(err)
-	}
-	send := func(to string) error {
-		m := &sb.Message{ID: sb.NewID(), TenantID: tn.ID, Env: sb.Live, Direction: sb.Outbound, To: to,
-			Body: "hello", Channel: "sms", Status: sb.StatusQueued, CreatedAt: time.Now().UTC()}
-		return db.AcceptSend(ctx, &sb.Send{Message: m})
-	}
+	send := benchSender(b, db)
 	numbers := make([]string, 1000)
 	for i := range numbers {
 		numbers[i] = fmt.Sprintf("+1212555%04d", i)
@@ -91,8 +69,27 @@ func BenchmarkAcceptSendDistinct(b *testing.B) {
 // BenchmarkAcceptSendNew is BenchmarkAcceptSendDistinct with every send to
 // a recipient never seen before (a code sent to each new user).
 func BenchmarkAcceptSendNew(b *testing.B) {
-	ctx := context.Background()
 	db := openTestDB(b, testPostgresURL(b))
+	send := benchSender(b, db)
+	batches, reqs := batchStats.n.Load(), batchStats.reqs.Load()
+	var next atomic.Int64
+	b.SetParallelism(32) // 64 goroutines on 2 cores
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := send(fmt.Sprintf("+1212%07d", next.Add(1))); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(batchStats.reqs.Load()-reqs)/float64(batchStats.n.Load()-batches), "reqs/batch")
+}
+
+// benchSender makes a Scale tenant with one phone on db and returns a
+// function that accepts a send of it to a number.
+func benchSender(b *testing.B, db *DB) func(to string) error {
+	ctx := context.Background()
 	now := time.Now().UTC()
 	tn := &sb.Tenant{ID: sb.NewID(), Name: "b", Plan: "scale", Status: sb.TenantActive, TrialEndsAt: now, CreatedAt: now}
 	if err := db.CreateTenant(ctx, tn); err != nil {
@@ -101,19 +98,9 @@ func BenchmarkAcceptSendNew(b *testing.B) {
 	if err := db.AddPhone(ctx, &sb.Phone{ID: sb.NewID(), TenantID: tn.ID, Number: "+15550000001", Channels: []string{"sms", "chat"}, Status: sb.PhoneOnline, CreatedAt: now}, nil); err != nil {
 		b.Fatal(err)
 	}
-	batches, reqs := batchStats.n.Load(), batchStats.reqs.Load()
-	var next atomic.Int64
-	b.SetParallelism(32) // 64 goroutines on 2 cores
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			m := &sb.Message{ID: sb.NewID(), TenantID: tn.ID, Env: sb.Live, Direction: sb.Outbound, To: fmt.Sprintf("+1212%07d", next.Add(1)),
-				Body: "hello", Channel: "sms", Status: sb.StatusQueued, CreatedAt: time.Now().UTC()}
-			if err := db.AcceptSend(ctx, &sb.Send{Message: m}); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.StopTimer()
-	b.ReportMetric(float64(batchStats.reqs.Load()-reqs)/float64(batchStats.n.Load()-batches), "reqs/batch")
+	return func(to string) error {
+		m := &sb.Message{ID: sb.NewID(), TenantID: tn.ID, Env: sb.Live, Direction: sb.Outbound, To: to,
+			Body: "hello", Channel: "sms", Status: sb.StatusQueued, CreatedAt: time.Now().UTC()}
+		return db.AcceptSend(ctx, &sb.Send{Message: m})
+	}
 }
