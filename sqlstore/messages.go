@@ -269,13 +269,16 @@ const recipientInsertCols = `tenant_id, environment, number, opted_out, phone_id
 
 var recipientInsertTypes = []string{"text", "text", "text", "integer", "text", "bigint", "bigint"}
 
+// insertRecipients inserts the rows of insertRecipient, a column each
+// (PostgreSQL).
+var insertRecipients = `INSERT INTO recipients (` + recipientInsertCols + `) SELECT * FROM ` + unnest(recipientInsertTypes)
+
 // insertRecipientsNow inserts the rows insertRecipient deferred, before a
 // statement that names recipients (PostgreSQL).
 func (t *Tx) insertRecipientsNow(ctx context.Context) error {
 	rows := t.newRecipients
 	t.newRecipients = nil
-	_, err := t.tx.ExecContext(context.WithoutCancel(ctx), t.db.q(`INSERT INTO recipients (`+recipientInsertCols+`) SELECT * FROM `+unnest(recipientInsertTypes)),
-		t.db.planEach(columns(rows, len(recipientInsertTypes))...)...)
+	_, err := t.tx.ExecContext(context.WithoutCancel(ctx), t.db.q(insertRecipients), t.db.planEach(columns(rows, len(recipientInsertTypes))...)...)
 	return err
 }
 
@@ -355,7 +358,7 @@ func (t *Tx) flushDeferred(ctx context.Context) error {
 		args = append(args, columns(t.messages, len(messageInsertTypes))...)
 	}
 	if len(t.newRecipients) > 0 {
-		stmts = append(stmts, `INSERT INTO recipients (`+recipientInsertCols+`) SELECT * FROM `+unnest(recipientInsertTypes))
+		stmts = append(stmts, insertRecipients)
 		args = append(args, columns(t.newRecipients, len(recipientInsertTypes))...)
 	}
 	counters := t.counterRows()
