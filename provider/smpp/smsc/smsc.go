@@ -588,9 +588,12 @@ func (s *Server) dispatch() {
 				keep = append(keep, d)
 				continue
 			}
+			// A message sent again after its bind dropped may still be
+			// in that bind's writer, marshalled as it was: number a copy.
+			p := *d.p
+			p.AssignSequenceNumber()
 			target.mu.Lock()
-			d.p.AssignSequenceNumber()
-			d.seq, d.on = d.p.SequenceNumber, target
+			d.p, d.seq, d.on = &p, p.SequenceNumber, target
 			target.inflight[d.seq] = d
 			target.mu.Unlock()
 			byConn[target] = append(byConn[target], d)
