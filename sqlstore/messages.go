@@ -171,11 +171,10 @@ func (t *Tx) prefetch(reqs []*batchReq) error {
 	readStats.prefetches.Add(1)
 	// Not t.query: the rows of insertRecipient are not of these recipients,
 	// which the transaction has not read, and can wait for the commit.
-	rows, err := t.tx.QueryContext(context.Background(), t.db.q(`SELECT 0, k.t, k.e, k.n, r.opted_out, r.phone_id, r.reserved_by, 0::bigint
-		FROM unnest(?::text[], ?::text[], ?::text[]) AS k(t, e, n)
-		LEFT JOIN recipients r ON r.tenant_id = k.t AND r.environment = k.e AND r.number = k.n
-		UNION ALL SELECT 1, id, '', '', NULL, NULL, NULL, phones_version FROM tenants WHERE id = ANY(?::text[])`),
-		t.db.planEach(nonNilSlice(ts), nonNilSlice(es), nonNilSlice(ns), nonNilSlice(tenants))...)
+	// batch_reads (migration 0016) keeps one plan per connection that is
+	// always a nested loop over the primary keys.
+	rows, err := t.tx.QueryContext(context.Background(), `SELECT * FROM batch_reads($1, $2, $3, $4)`,
+		nonNilSlice(ts), nonNilSlice(es), nonNilSlice(ns), nonNilSlice(tenants))
 	if err != nil {
 		return err
 	}

@@ -84,3 +84,128 @@ func TestBatchStatementsPlannedEachTime(t *testing.T) {
 		t.Fatal("no prepared statement on the pool's connections: the check sees nothing")
 	}
 }
+
+// The reads of a batch of sends (Tx.prefetch) go through batch_reads
+// (migration 0016), whose one generic plan per connection must reach
+// recipients and tenants by their primary keys even when it was made while
+// the tables were empty: made then as a plain statement's, it is a hash
+// join over a sequential scan of recipients, and it would stay one as the
+// table grows. pg_stat_xact_user_tables counts the scans of the current
+// transaction.
+func TestBatchReadsPlan(t *testing.T) {
+	url := testPostgresURL(t)
+	ctx := context.Background()
+	db, err := OpenOptions(ctx, url, Options{MaxConns: 2, Writers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	conn, err := db.write.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	reads := func(numbers ...string) map[string]any {
+		t.Helper()
+		ts, es, ns := []any{}, []any{}, []any{}
+		for _, n := range numbers {
+			ts, es, ns = append(ts, "tn_a"), append(es, "live"), append(ns, n)
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT kind, tenant_id, number, opted_out, phones_version FROM batch_reads($1, $2, $3, $4)`,
+			ts, es, ns, []any{"tn_a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		got := map[string]any{}
+		for rows.Next() {
+			var kind int
+			var tenant, number string
+			var opted *int
+			var version *int64
+			if err := rows.Scan(&kind, &tenant, &number, &opted, &version); err != nil {
+				t.Fatal(err)
+			}
+			if kind == 1 {
+				got["version "+tenant] = *version
+			} else if opted != nil {
+				got[number] = *opted
+			} else {
+				got[number] = nil
+			}
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	// The counts of the backend's own scans not yet reported (the
+	// migrations' among them) are the baseline.
+	scans := func() map[string][2]int64 {
+		t.Helper()
+		rows, err := tx.QueryContext(ctx, `SELECT relname, seq_scan, COALESCE(idx_scan, 0) FROM pg_stat_xact_user_tables
+			WHERE schemaname = current_schema() AND relname IN ('recipients', 'tenants')`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[string][2]int64{}
+		for rows.Next() {
+			var rel string
+			var seq, idx int64
+			if err := rows.Scan(&rel, &seq, &idx); err != nil {
+				t.Fatal(err)
+			}
+			out[rel] = [2]int64{seq, idx}
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if len(out) != 2 {
+			t.Fatalf("pg_stat_xact_user_tables: %v, want recipients and tenants", out)
+		}
+		return out
+	}
+	before := scans()
+	// The plan is made at the first call, on empty tables.
+	for range 6 {
+		if got := reads("+15005550001", "+15005550002"); len(got) != 2 || got["+15005550001"] != nil {
+			t.Fatalf("empty tables: %v", got)
+		}
+	}
+	noSeqScans := func(before, after map[string][2]int64, calls int64) {
+		t.Helper()
+		for rel, n := range after {
+			seq, idx := n[0]-before[rel][0], n[1]-before[rel][1]
+			if seq != 0 || idx < calls {
+				t.Errorf("%s: %d sequential scans and %d index scans in %d calls of batch_reads; want none and at least %d", rel, seq, idx, calls, calls)
+			}
+		}
+	}
+	noSeqScans(before, scans(), 6)
+	now := time.Now().UnixMicro()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO tenants (id, name, plan, status, trial_ends_at, created_at, phones_version) VALUES ('tn_a', 'a', 'scale', 'active', $1, $1, 7)`, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO recipients (tenant_id, environment, number, opted_out, first_seen_at, updated_at)
+		SELECT 'tn_a', 'live', '+1500555' || lpad(i::text, 4, '0'), i % 2, $1, $1 FROM generate_series(1, 2000) i`, now); err != nil {
+		t.Fatal(err)
+	}
+	after := scans()
+	got := reads("+15005550001", "+15005550002", "+15009999999")
+	want := map[string]any{"+15005550001": 1, "+15005550002": 0, "+15009999999": nil, "version tn_a": int64(7)}
+	if len(got) != len(want) {
+		t.Fatalf("batch_reads: %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Fatalf("batch_reads: %v, want %v", got, want)
+		}
+	}
+	noSeqScans(after, scans(), 1)
+}
