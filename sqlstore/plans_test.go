@@ -209,3 +209,38 @@ func TestBatchReadsPlan(t *testing.T) {
 	}
 	noSeqScans(after, scans(), 1)
 }
+
+// The send path's rows have no foreign key to their tenant on PostgreSQL
+// (migration 0017): its check locked the tenant's row FOR KEY SHARE in
+// every writer of every node at once.
+func TestSendPathWithoutTenantLocks(t *testing.T) {
+	url := testPostgresURL(t)
+	ctx := context.Background()
+	db, err := OpenOptions(ctx, url, Options{MaxConns: 2, Writers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	rows, err := db.write.QueryContext(ctx, `SELECT conrelid::regclass::text FROM pg_constraint
+		WHERE contype = 'f' AND confrelid = 'tenants'::regclass AND conrelid::regclass::text IN ('messages', 'recipients')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var rel string
+		if err := rows.Scan(&rel); err != nil {
+			t.Fatal(err)
+		}
+		t.Errorf("%s has a foreign key to tenants", rel)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The check sees foreign keys where there are some.
+	var n int
+	if err := db.write.QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_constraint WHERE contype = 'f' AND confrelid = 'tenants'::regclass
+		AND conrelid::regclass::text = 'api_keys'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("api_keys' foreign keys to tenants: %d, %v; want 1", n, err)
+	}
+}
