@@ -140,3 +140,70 @@ func TestHandoffRecordedAfterWait(t *testing.T) {
 		t.Errorf("provider was handed %v, want just %s", p.sent, m.ID)
 	}
 }
+
+// outcomeStore records the size of each RecordOutcomes call.
+type outcomeStore struct {
+	*sqlstore.DB
+	mu    sync.Mutex
+	calls []int
+}
+
+func (s *outcomeStore) RecordOutcomes(ctx context.Context, outs []sb.Outcome) error {
+	s.mu.Lock()
+	s.calls = append(s.calls, len(outs))
+	s.mu.Unlock()
+	return s.DB.RecordOutcomes(ctx, outs)
+}
+
+func (s *outcomeStore) recorded() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int(nil), s.calls...)
+}
+
+// A burst of outcomes is written in one transaction even when its
+// outcomes come apart: once two have come together, the worker gathers
+// more for OutcomeLinger (here an hour, so that only a full batch of 512
+// ends it). A lone outcome is written at once.
+func TestOutcomesGathered(t *testing.T) {
+	ctx := context.Background()
+	db, err := sqlstore.Open(ctx, dbtest.SQLite(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	store := &outcomeStore{DB: db}
+	p := &provider{outcomes: make(chan sb.Outcome, 600)}
+	outcome := func() sb.Outcome { return sb.Outcome{MessageID: sb.NewID(), Delivered: true, At: time.Now()} }
+	// Two outcomes come together, before the worker starts.
+	p.outcomes <- outcome()
+	p.outcomes <- outcome()
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	defer func() { stop(); <-done }()
+	go func() {
+		defer close(done)
+		delivery.New(store, p, delivery.Options{OutcomeLinger: time.Hour}).Run(wctx)
+	}()
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: RecordOutcomes calls %v", what, store.recorded())
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	// The worker holds them before the rest of the burst comes.
+	waitFor("taking the first two", func() bool { return len(p.outcomes) == 0 })
+	for range 510 {
+		p.outcomes <- outcome()
+	}
+	waitFor("the burst", func() bool { return len(store.recorded()) >= 1 })
+	p.outcomes <- outcome()
+	waitFor("a lone outcome", func() bool { return len(store.recorded()) >= 2 })
+	if got := store.recorded(); len(got) != 2 || got[0] != 512 || got[1] != 1 {
+		t.Fatalf("a burst of 512 outcomes, then a lone one: RecordOutcomes calls %v, want [512 1]", got)
+	}
+}
