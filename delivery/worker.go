@@ -313,12 +313,7 @@ func (w *Worker) collect(ctx context.Context) {
 			case <-ctx.Done():
 				break fill
 			}
-			if !linger.Stop() {
-				select {
-				case <-linger.C:
-				default:
-				}
-			}
+			linger.Stop() // since Go 1.23 no stale tick stays in linger.C
 		}
 		w.mu.Lock()
 		for i, o := range outs {
