@@ -70,6 +70,13 @@ type nodesResult struct {
 	CPUUs       benchFloat `json:"cpu_us_per_send"`
 	BareIdlePct benchFloat `json:"bare_idle_pct"`
 	IdlePct     benchFloat `json:"idle_pct"`
+	// Where a send's CPU went, per process (Linux; NaN, null in JSON,
+	// where not measured): the nodes together, this machine's PostgreSQL
+	// server processes (not measured when the database is elsewhere), and
+	// the bench's own process, the load generator.
+	NodeCPUUs     benchFloat `json:"node_cpu_us_per_send"`
+	PostgresCPUUs benchFloat `json:"postgres_cpu_us_per_send"`
+	BenchCPUUs    benchFloat `json:"bench_cpu_us_per_send"`
 	// VsOneNode is MedianRatio over one node's MedianRatio for the same
 	// tenant count: each step's throughput relative to the bare handler
 	// measured beside it, so that the machine's drift between steps
@@ -129,8 +136,8 @@ func runNodes(ctx context.Context, env *benchEnv, c Config, o benchOptions, stdo
 		b.WriteByte('\n')
 	} else {
 		fmt.Fprintln(&b, header)
-		fmt.Fprintf(&b, "%-5s %-7s %9s %7s %9s %9s %10s %10s %8s %11s %-8s %-11s %-9s %s\n", "nodes", "tenants", "requests", "errors", "sends/s",
-			"bare/s", "vs bare", "vs 1 node", "p99 ms", "delivered/s", "keeps up", "cpu us/req", "idle %", "requests per node")
+		fmt.Fprintf(&b, "%-5s %-7s %9s %7s %9s %9s %10s %10s %8s %11s %-8s %-11s %-9s %-18s %s\n", "nodes", "tenants", "requests", "errors", "sends/s",
+			"bare/s", "vs bare", "vs 1 node", "p99 ms", "delivered/s", "keeps up", "cpu us/req", "idle %", "node/pg/bench us", "requests per node")
 		for _, r := range results {
 			vs := "-"
 			if r.VsOneNode != nil {
@@ -140,11 +147,12 @@ func runNodes(ctx context.Context, env *benchEnv, c Config, o benchOptions, stdo
 			for i, x := range r.PerNode {
 				per[i] = fmt.Sprint(x)
 			}
-			fmt.Fprintf(&b, "%-5d %-7d %9d %7d %9.0f %9.0f %9.2fx %10s %8.1f %11.0f %-8s %-11s %-9s %s\n", r.Nodes, r.Tenants, r.Requests, r.Errors,
+			fmt.Fprintf(&b, "%-5d %-7d %9d %7d %9.0f %9.0f %9.2fx %10s %8.1f %11.0f %-8s %-11s %-9s %-18s %s\n", r.Nodes, r.Tenants, r.Requests, r.Errors,
 				float64(r.SendsPerS), float64(r.BarePerS), float64(r.MedianRatio), vs, float64(r.P99Ms), float64(r.DeliveredPerS),
-				passFail(r.KeepsUp), pair(r.BareCPUUs, r.CPUUs, "%.0f"), pair(r.BareIdlePct, r.IdlePct, "%.0f"), strings.Join(per, "/"))
+				passFail(r.KeepsUp), slashed("%.0f", r.BareCPUUs, r.CPUUs), slashed("%.0f", r.BareIdlePct, r.IdlePct),
+				slashed("%.0f", r.NodeCPUUs, r.PostgresCPUUs, r.BenchCPUUs), strings.Join(per, "/"))
 		}
-		fmt.Fprintf(&b, "(vs bare: median over the rounds of sends/s over the bare handler's req/s in the same round; vs 1 node: that ratio over one node's, so the machine's drift between steps cancels out; sends/s is the step's own figure; cpu us/req and idle %%: the whole machine's busy CPU per request and its idle share, bare handler/step)\n")
+		fmt.Fprintf(&b, "(vs bare: median over the rounds of sends/s over the bare handler's req/s in the same round; vs 1 node: that ratio over one node's, so the machine's drift between steps cancels out; sends/s is the step's own figure; cpu us/req and idle %%: the whole machine's busy CPU per request and its idle share, bare handler/step; node/pg/bench us: the step's CPU per send of the nodes together, of this machine's PostgreSQL processes and of the bench's own process, the load generator)\n")
 		for _, v := range verdicts {
 			fmt.Fprintln(&b, v.text)
 		}
@@ -335,8 +343,22 @@ func nodesStep(ctx context.Context, env *benchEnv, c Config, o benchOptions, n i
 		}
 		fmt.Fprintln(env.stderr, b.String())
 	}
+	pids := make([]int, n)
+	for i, ch := range nodes {
+		pids[i] = ch.pid
+	}
+	groups := func() map[string]time.Duration {
+		g := map[string]time.Duration{}
+		if c, ok := rounds.ProcessesCPU(pids); ok {
+			g["nodes"] = c
+		}
+		if c, ok := rounds.CommandCPU("postgres"); ok {
+			g["postgres"] = c
+		}
+		return g
+	}
 	out, runErr := rounds.Run(ctx, baseline, targets, rounds.Options{Rounds: o.rounds, Duration: o.duration, Warmup: o.warmup,
-		Connections: o.connections}, progress)
+		Connections: o.connections, Groups: groups}, progress)
 	if out.Rounds == 0 {
 		if runErr == nil {
 			runErr = errors.New("no round completed")
@@ -362,7 +384,9 @@ func nodesStep(ctx context.Context, env *benchEnv, c Config, o benchOptions, n i
 			RoundRatios: benchFloats(s.Ratios), P99Ms: benchFloat(micros(s.Total.P99) / 1000),
 			DeliveredPerS: f.LoadedDeliveredPerS, KeepsUp: f.KeepsUp, DrainS: f.DrainS, Failed: f.Failed,
 			BareCPUUs: machineMicros(out.Baseline), CPUUs: machineMicros(s),
-			BareIdlePct: benchFloat(100 * out.Baseline.MedianIdle()), IdlePct: benchFloat(100 * s.MedianIdle())}
+			BareIdlePct: benchFloat(100 * out.Baseline.MedianIdle()), IdlePct: benchFloat(100 * s.MedianIdle()),
+			NodeCPUUs: perSend(s.GroupCPUPerRequest("nodes")), PostgresCPUUs: perSend(s.GroupCPUPerRequest("postgres")),
+			BenchCPUUs: perSend(s.CPUPerRequest())}
 		if math.IsNaN(float64(r.DeliveredPerS)) {
 			r.DeliveredPerS = f.DeliveredPerS
 		}
@@ -388,15 +412,24 @@ func machineMicros(s rounds.Series) benchFloat {
 	return benchFloat(float64(d) / float64(time.Microsecond))
 }
 
-// pair formats two figures as "a/b", "-" for one not measured.
-func pair(a, b benchFloat, format string) string {
-	f := func(x benchFloat) string {
-		if math.IsNaN(float64(x)) {
-			return "-"
-		}
-		return fmt.Sprintf(format, float64(x))
+// perSend is d in microseconds, NaN when not measured (0).
+func perSend(d time.Duration) benchFloat {
+	if d == 0 {
+		return benchFloat(math.NaN())
 	}
-	return f(a) + "/" + f(b)
+	return benchFloat(float64(d) / float64(time.Microsecond))
+}
+
+// slashed formats figures as "a/b/...", "-" for one not measured.
+func slashed(format string, xs ...benchFloat) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = "-"
+		if !math.IsNaN(float64(x)) {
+			s[i] = fmt.Sprintf(format, float64(x))
+		}
+	}
+	return strings.Join(s, "/")
 }
 
 // nodesSchema creates a fresh schema in the PostgreSQL database of base

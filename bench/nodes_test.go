@@ -65,6 +65,9 @@ func TestBenchNodes(t *testing.T) {
 		BareCPUUs      *float64 `json:"bare_cpu_us_per_request"`
 		CPUUs          *float64 `json:"cpu_us_per_send"`
 		IdlePct        *float64 `json:"idle_pct"`
+		NodeCPUUs      *float64 `json:"node_cpu_us_per_send"`
+		PostgresCPUUs  *float64 `json:"postgres_cpu_us_per_send"`
+		BenchCPUUs     *float64 `json:"bench_cpu_us_per_send"`
 	}
 	var sum struct {
 		Summary  bool
@@ -101,6 +104,26 @@ func TestBenchNodes(t *testing.T) {
 		if runtime.GOOS == "linux" && (l.BareCPUUs == nil || *l.BareCPUUs <= 0 || l.CPUUs == nil || *l.CPUUs <= 0 ||
 			l.IdlePct == nil || *l.IdlePct < 0 || *l.IdlePct > 100) {
 			t.Errorf("line %d: machine CPU per request %v (bare %v), idle %v%%", i, l.CPUUs, l.BareCPUUs, l.IdlePct)
+		}
+		// The processes' shares: the nodes and the load generator always
+		// work; PostgreSQL's processes are counted when they run here.
+		// Together they are part of the machine's busy time (a tolerance
+		// for the clock ticks both are counted in).
+		if runtime.GOOS == "linux" {
+			if l.NodeCPUUs == nil || *l.NodeCPUUs <= 0 || l.BenchCPUUs == nil || *l.BenchCPUUs <= 0 {
+				t.Errorf("line %d: CPU per send of the nodes %v, of the bench %v", i, l.NodeCPUUs, l.BenchCPUUs)
+			} else if l.CPUUs != nil {
+				sum := *l.NodeCPUUs + *l.BenchCPUUs
+				if l.PostgresCPUUs != nil {
+					sum += *l.PostgresCPUUs
+				}
+				if sum > 1.15**l.CPUUs {
+					t.Errorf("line %d: the processes' CPU per send (%.0f us) is more than the machine's (%.0f us)", i, sum, *l.CPUUs)
+				}
+			}
+			if local := strings.Contains(base, "127.0.0.1") || strings.Contains(base, "localhost"); local && (l.PostgresCPUUs == nil || *l.PostgresCPUUs <= 0) {
+				t.Errorf("line %d: PostgreSQL's CPU per send %v with the database on this machine", i, l.PostgresCPUUs)
+			}
 		}
 		if len(l.PerNode) != l.Nodes {
 			t.Errorf("line %d: requests per node %v for %d nodes", i, l.PerNode, l.Nodes)

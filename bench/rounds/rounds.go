@@ -49,6 +49,10 @@ type Options struct {
 	// Connections is the number of concurrent connections of every slice;
 	// zero means loadgen.DefaultConnections.
 	Connections int
+	// Groups, when set, returns the CPU time that each group of processes
+	// (the servers under test, a database) has used so far; it is sampled
+	// with the machine's at both ends of every slice (see Series.Groups).
+	Groups func() map[string]time.Duration
 }
 
 // Series is what Run measured for one target.
@@ -67,6 +71,10 @@ type Series struct {
 	// were idle (Linux; empty elsewhere).
 	Machine []time.Duration
 	Idle    []float64
+	// Groups holds, per group of Options.Groups and per round, the CPU
+	// time that group used during the slice; a group missing from a
+	// sample is left out of that round.
+	Groups map[string][]time.Duration
 	// Ratios holds, per round, the target's requests per second divided by
 	// the baseline's in the same round, P99Ratios the same for p99 latency
 	// and CPURatios the same for requests per CPU-second. Rounds in which
@@ -132,6 +140,7 @@ func Run(ctx context.Context, baseline loadgen.Target, targets []loadgen.Target,
 		results := make([]loadgen.Result, n)
 		cpus := make([]time.Duration, n)
 		machines := make([]machineUse, n)
+		groups := make([]map[string]time.Duration, n)
 		for k := range n {
 			slot := (k + round - 1) % n
 			t := baseline
@@ -139,7 +148,7 @@ func Run(ctx context.Context, baseline loadgen.Target, targets []loadgen.Target,
 				t = targets[slot-1]
 			}
 			var err error
-			results[slot], cpus[slot], machines[slot], err = measure(ctx, t, lo)
+			results[slot], cpus[slot], machines[slot], groups[slot], err = measure(ctx, t, lo, o.Groups)
 			if err != nil {
 				return out.finish(completed), err
 			}
@@ -153,6 +162,7 @@ func Run(ctx context.Context, baseline loadgen.Target, targets []loadgen.Target,
 			out.Baseline.CPU = append(out.Baseline.CPU, baseCPU)
 		}
 		machines[0].add(&out.Baseline)
+		addGroups(&out.Baseline, groups[0])
 		baseEff := perCPUSecond(base, baseCPU)
 		for i, r := range runs {
 			s := &out.Targets[i]
@@ -161,6 +171,7 @@ func Run(ctx context.Context, baseline loadgen.Target, targets []loadgen.Target,
 				s.CPU = append(s.CPU, cpus[i])
 			}
 			machines[i+1].add(s)
+			addGroups(s, groups[i+1])
 			if base.RPS > 0 {
 				s.Ratios = append(s.Ratios, r.RPS/base.RPS)
 			}
@@ -180,20 +191,25 @@ func Run(ctx context.Context, baseline loadgen.Target, targets []loadgen.Target,
 }
 
 // measure runs one slice and also returns the CPU time the process used from
-// the end of the warmup until the slice has finished, or 0 if unknown, and
-// the machine's use over the same time.
-func measure(ctx context.Context, t loadgen.Target, o loadgen.Options) (loadgen.Result, time.Duration, machineUse, error) {
+// the end of the warmup until the slice has finished, or 0 if unknown, the
+// machine's use over the same time, and that of each group of processes
+// (nil without groups).
+func measure(ctx context.Context, t loadgen.Target, o loadgen.Options, groups func() map[string]time.Duration) (loadgen.Result, time.Duration, machineUse, map[string]time.Duration, error) {
 	var cpu0, busy0, idle0 time.Duration
 	var ok0, mok0 bool
+	var g0 map[string]time.Duration
 	sampled := make(chan struct{})
 	timer := time.AfterFunc(o.Warmup, func() {
 		cpu0, ok0 = processCPU()
 		busy0, idle0, mok0 = machineCPU()
+		if groups != nil {
+			g0 = groups()
+		}
 		close(sampled)
 	})
 	res, err := loadgen.Run(ctx, t, o)
 	if timer.Stop() {
-		return res, 0, machineUse{}, err // ended before the warmup did
+		return res, 0, machineUse{}, nil, err // ended before the warmup did
 	}
 	<-sampled
 	cpu1, ok1 := processCPU()
@@ -201,10 +217,29 @@ func measure(ctx context.Context, t loadgen.Target, o loadgen.Options) (loadgen.
 	if busy1, idle1, mok1 := machineCPU(); mok0 && mok1 && busy1+idle1 > busy0+idle0 {
 		m = machineUse{busy: busy1 - busy0, idle: idle1 - idle0, ok: true}
 	}
-	if !ok0 || !ok1 || cpu1 <= cpu0 {
-		return res, 0, m, err
+	var used map[string]time.Duration
+	if groups != nil {
+		used = map[string]time.Duration{}
+		for name, c1 := range groups() {
+			if c0, ok := g0[name]; ok && c1 >= c0 {
+				used[name] = c1 - c0
+			}
+		}
 	}
-	return res, cpu1 - cpu0, m, err
+	if !ok0 || !ok1 || cpu1 <= cpu0 {
+		return res, 0, m, used, err
+	}
+	return res, cpu1 - cpu0, m, used, err
+}
+
+// addGroups records the groups' CPU time of one round in s.
+func addGroups(s *Series, used map[string]time.Duration) {
+	for name, d := range used {
+		if s.Groups == nil {
+			s.Groups = map[string][]time.Duration{}
+		}
+		s.Groups[name] = append(s.Groups[name], d)
+	}
 }
 
 // machineUse is the machine's busy and idle time during a slice.
@@ -254,6 +289,13 @@ func perRequest(cpu []time.Duration, runs []loadgen.Result) time.Duration {
 		return 0
 	}
 	return sum / time.Duration(n)
+}
+
+// GroupCPUPerRequest returns the CPU time per measured request that the
+// group of processes name (Options.Groups) used over all rounds, or 0 unless
+// it was measured in every round.
+func (s Series) GroupCPUPerRequest(name string) time.Duration {
+	return perRequest(s.Groups[name], s.Runs)
 }
 
 // MedianIdle returns the median over the rounds of the machine's idle
