@@ -232,6 +232,18 @@ func (b *batcher) loop(i, shard int) {
 				break fill
 			}
 		}
+		if ue := (*UnavailableError)(nil); !ok && tx != nil && errors.As(tx.startErr, &ue) {
+			// The transaction could not begin for want of a connection:
+			// as when begin fails, everyone waiting gets the answer now.
+			tx.rollback()
+			for _, r := range batch[1:] {
+				r.err = tx.startErr
+				r.done <- struct{}{}
+			}
+			b.refuse(batch[0], tx.startErr)
+			prev = 0
+			continue
+		}
 		prev = len(batch)
 		batchStats.n.Add(1)
 		batchStats.reqs.Add(int64(len(batch)))

@@ -10,6 +10,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -28,8 +29,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	_ "github.com/jackc/pgx/v5/stdlib" // PostgreSQL driver "pgx"
-	"github.com/mattn/go-sqlite3"      // SQLite driver "sqlite3"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib" // PostgreSQL driver "pgx"
+	"github.com/mattn/go-sqlite3"    // SQLite driver "sqlite3"
 
 	sb "github.com/switchboard/switchboard"
 )
@@ -527,19 +529,30 @@ func (r row) classify(err error) error {
 
 // Tx is a write transaction with the store's placeholder rebinding.
 //
-// On PostgreSQL it is a *sql.Tx. On SQLite it is the write connection,
-// taken from the pool as a *sql.Conn, on which the transaction is begun and
-// committed with statements: database/sql gives every *sql.Tx a context of
-// its own that can be canceled, and for such a transaction starts a
-// goroutine for every query (to close its rows if the transaction ends
-// first). The single writer runs a query or two for every send, so that
-// was a goroutine started and ended for each, with the scheduler wake-ups
-// that come with them, on the one goroutine every send waits for.
+// It runs on a connection taken from the pool as a *sql.Conn, on which the
+// transaction is begun and committed with statements, not on a *sql.Tx:
+// database/sql gives every *sql.Tx a context of its own that can be
+// canceled, and for such a transaction starts a goroutine for every query
+// (to close its rows if the transaction ends first). The single writer runs
+// a query or two for every send, so that was a goroutine started and ended
+// for each, with the scheduler wake-ups that come with them, on the one
+// goroutine every send waits for. On PostgreSQL it also lets the BEGIN go
+// with the first statement and the COMMIT with the deferred writes, in one
+// round trip each (pgx's pipeline, which database/sql cannot reach): a
+// batch of sends costs two round trips instead of four.
 type Tx struct {
-	db    *DB
-	tx    execer    // *sql.Tx on PostgreSQL, *sql.Conn on SQLite
-	conn  *sql.Conn // PostgreSQL: the connection tx runs on, closed at its end
-	after []func()
+	db *DB
+	// tx is the connection the transaction runs on; conn is the same
+	// connection on PostgreSQL, closed (given back) at the transaction's
+	// end. On PostgreSQL the transaction's BEGIN goes with its first
+	// statement and its COMMIT with its deferred writes, in one round
+	// trip each (see start and commitPostgres); begun says BEGIN was
+	// sent, and startErr is the error of start, if it failed.
+	tx       execer
+	conn     *sql.Conn
+	begun    bool
+	startErr error
+	after    []func()
 	// bumps holds increments of daily counters without a limit, applied
 	// just before the commit (see bumpLater).
 	bumps map[counterKey]int64
@@ -586,6 +599,9 @@ func (t *Tx) afterCommit(fn func()) { t.after = append(t.after, fn) }
 // statement to watch it (database/sql one for every query), which would
 // cost the single writer two goroutine switches per statement.
 func (t *Tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if err := t.ensureBegun(); err != nil {
+		return nil, err
+	}
 	if err := t.prepare(ctx, query); err != nil {
 		return nil, err
 	}
@@ -593,6 +609,9 @@ func (t *Tx) exec(ctx context.Context, query string, args ...any) (sql.Result, e
 }
 
 func (t *Tx) queryRow(ctx context.Context, query string, args ...any) row {
+	if err := t.ensureBegun(); err != nil {
+		return row{err: err}
+	}
 	if err := t.prepare(ctx, query); err != nil {
 		return row{err: err}
 	}
@@ -600,6 +619,9 @@ func (t *Tx) queryRow(ctx context.Context, query string, args ...any) row {
 }
 
 func (t *Tx) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if err := t.ensureBegun(); err != nil {
+		return nil, err
+	}
 	if err := t.prepare(ctx, query); err != nil {
 		return nil, err
 	}
@@ -646,27 +668,15 @@ func (db *DB) inTx(ctx context.Context, fn func(*Tx) error) error {
 	return t.commit(ctx)
 }
 
-// begin starts a write transaction.
+// begin starts a write transaction. On PostgreSQL it only takes a
+// connection: BEGIN goes with the transaction's first statement (start).
 func (db *DB) begin(ctx context.Context) (*Tx, error) {
 	if db.dialect == Postgres {
-		for attempt := 0; ; attempt++ {
-			conn, err := db.acquire(ctx)
-			if err != nil {
-				return nil, err
-			}
-			tx, err := conn.BeginTx(ctx, nil)
-			if err != nil {
-				conn.Close()
-				if errors.Is(err, driver.ErrBadConn) && attempt < badConnRetries {
-					continue
-				}
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
-				return nil, db.classify(err)
-			}
-			return &Tx{db: db, tx: tx, conn: conn, shard: db.shardBase}, nil
+		conn, err := db.acquire(ctx)
+		if err != nil {
+			return nil, err
 		}
+		return &Tx{db: db, tx: conn, conn: conn, shard: db.shardBase}, nil
 	}
 	conn, err := db.write.Conn(ctx)
 	if err != nil {
@@ -676,23 +686,84 @@ func (db *DB) begin(ctx context.Context) (*Tx, error) {
 		conn.Close()
 		return nil, err
 	}
-	return &Tx{db: db, tx: conn, shard: db.shardBase}, nil
+	return &Tx{db: db, tx: conn, begun: true, shard: db.shardBase}, nil
 }
 
-// commit applies the deferred counter increments, commits, and then runs
-// the afterCommit functions. It rolls back when it fails before the commit.
-func (t *Tx) commit(ctx context.Context) error {
-	if err := t.flushDeferred(ctx); err != nil {
-		t.rollback()
-		return err
+// ensureBegun sends BEGIN on PostgreSQL before the transaction's first
+// statement, unless a statement went with it (see start).
+func (t *Tx) ensureBegun() error {
+	if t.startErr != nil {
+		return t.startErr // the transaction could not begin
 	}
-	var err error
-	switch tx := t.tx.(type) {
-	case *sql.Tx:
-		err = t.db.classify(tx.Commit())
+	if t.begun {
+		return nil
+	}
+	return t.start(nil)
+}
+
+// start begins the transaction on PostgreSQL: it sends BEGIN and the
+// statements that queue adds to b after it, in one round trip. A
+// connection found broken then, before any of the transaction has run, is
+// replaced with another and all is sent again, up to badConnRetries times
+// (queue's callbacks must keep what they read only once the batch has
+// succeeded). The transaction's BEGIN counts as sent even when a statement
+// after it failed: the transaction then ends with a ROLLBACK.
+func (t *Tx) start(queue func(b *pgx.Batch)) error {
+	for attempt := 0; ; attempt++ {
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		if queue != nil {
+			queue(b)
+		}
+		broken := false
+		err := t.raw(func(c *pgx.Conn) error {
+			err := c.SendBatch(context.Background(), b).Close()
+			broken = c.IsClosed()
+			return err
+		})
+		t.begun = true
+		if err == nil {
+			return nil
+		}
+		if !broken && !errors.Is(err, driver.ErrBadConn) {
+			t.startErr = err
+			return err
+		}
+		if attempt >= badConnRetries {
+			t.startErr = t.db.classify(err)
+			return t.startErr
+		}
 		t.conn.Close()
-	case *sql.Conn:
-		err = endSQLite(tx, "COMMIT")
+		conn, aerr := t.db.acquire(context.Background())
+		if aerr != nil {
+			t.conn, t.tx, t.startErr = nil, nil, aerr
+			return aerr
+		}
+		t.conn, t.tx, t.begun = conn, conn, false
+	}
+}
+
+// raw runs f on the pgx connection of the transaction (PostgreSQL).
+func (t *Tx) raw(f func(*pgx.Conn) error) error {
+	return t.conn.Raw(func(dc any) error { return f(dc.(*stdlib.Conn).Conn()) })
+}
+
+// commit applies the deferred writes, commits, and then runs the
+// afterCommit functions. It rolls back when it fails before the commit.
+func (t *Tx) commit(ctx context.Context) error {
+	var err error
+	if t.db.dialect == Postgres {
+		var sent bool
+		if sent, err = t.commitPostgres(); !sent {
+			t.rollback()
+			return err
+		}
+	} else {
+		if err := t.flushDeferred(ctx); err != nil {
+			t.rollback()
+			return err
+		}
+		err = endSQLite(t.tx.(*sql.Conn), "COMMIT")
 	}
 	if err != nil {
 		// It may have committed all the same (a connection lost during
@@ -710,16 +781,89 @@ func (t *Tx) commit(ctx context.Context) error {
 	return nil
 }
 
+// commitPostgres sends the transaction's deferred writes (deferredStatement)
+// and its COMMIT in one round trip, with its BEGIN too when no statement
+// has run yet; a transaction with neither sends nothing. sent is false when
+// the COMMIT cannot have run: the deferred statement failed with the
+// server's error (the transaction is then still to be rolled back), or the
+// transaction could not begin. The connection is given back once the
+// transaction has ended.
+func (t *Tx) commitPostgres() (sent bool, err error) {
+	if t.conn == nil {
+		return false, t.startErr // start could not replace a broken connection
+	}
+	query, args, counters := t.deferredStatement()
+	if query == "" && !t.begun {
+		t.endConn()
+		return true, nil
+	}
+	b := &pgx.Batch{}
+	if !t.begun {
+		b.Queue("BEGIN")
+	}
+	if query != "" {
+		b.Queue(query, args...)
+	}
+	b.Queue("COMMIT")
+	var stmtErr error
+	err = t.raw(func(c *pgx.Conn) error {
+		br := c.SendBatch(context.Background(), b)
+		for range b.Len() - 1 {
+			if _, err := br.Exec(); err != nil {
+				stmtErr = err
+				break
+			}
+		}
+		if stmtErr == nil {
+			_, err := br.Exec()
+			return cmp.Or(err, br.Close())
+		}
+		br.Close()
+		return stmtErr
+	})
+	t.begun = true
+	var pe *pgconn.PgError
+	if stmtErr != nil && errors.As(stmtErr, &pe) {
+		return false, stmtErr // refused by the server: the pipeline stopped before COMMIT
+	}
+	t.endConn()
+	if err != nil {
+		return true, t.db.classify(err)
+	}
+	t.db.limits.shardWrites.Add(int64(counters))
+	t.messages, t.bumps, t.newRecipients = nil, nil, nil
+	return true, nil
+}
+
+// endConn gives the connection of a PostgreSQL transaction back to the
+// pool, rolling back first a transaction still open on it; a connection
+// that cannot be rolled back is closed instead.
+func (t *Tx) endConn() {
+	if t.conn == nil {
+		return
+	}
+	t.conn.Raw(func(dc any) error {
+		c := dc.(*stdlib.Conn).Conn()
+		if c.IsClosed() || c.PgConn().TxStatus() == 'I' {
+			return nil
+		}
+		if _, err := c.Exec(context.Background(), "ROLLBACK"); err != nil || c.PgConn().TxStatus() != 'I' {
+			return driver.ErrBadConn // database/sql closes it
+		}
+		return nil
+	})
+	t.conn.Close()
+	t.conn, t.tx = nil, nil
+}
+
 // rollback ends the transaction without committing it.
 func (t *Tx) rollback() {
 	t.endTakes(false, false)
-	switch tx := t.tx.(type) {
-	case *sql.Tx:
-		tx.Rollback()
-		t.conn.Close()
-	case *sql.Conn:
-		endSQLite(tx, "ROLLBACK")
+	if t.db.dialect == Postgres {
+		t.endConn()
+		return
 	}
+	endSQLite(t.tx.(*sql.Conn), "ROLLBACK")
 }
 
 // endSQLite ends the transaction on the write connection conn with stmt

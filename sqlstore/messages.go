@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	sb "github.com/switchboard/switchboard"
 )
 
@@ -172,13 +174,62 @@ func (t *Tx) prefetch(reqs []*batchReq) error {
 	// Not t.query: the rows of insertRecipient are not of these recipients,
 	// which the transaction has not read, and can wait for the commit.
 	// batch_reads (migration 0016) keeps one plan per connection that is
-	// always a nested loop over the primary keys.
-	rows, err := t.tx.QueryContext(context.Background(), `SELECT * FROM batch_reads($1, $2, $3, $4)`,
-		nonNilSlice(ts), nonNilSlice(es), nonNilSlice(ns), nonNilSlice(tenants))
-	if err != nil {
-		return err
+	// always a nested loop over the primary keys. At the start of the
+	// transaction the statement goes with its BEGIN, in one round trip.
+	const query = `SELECT * FROM batch_reads($1, $2, $3, $4)`
+	args := []any{nonNilSlice(ts), nonNilSlice(es), nonNilSlice(ns), nonNilSlice(tenants)}
+	var got readAhead
+	if !t.begun {
+		err := t.start(func(b *pgx.Batch) {
+			b.Queue(query, args...).Query(func(rows pgx.Rows) error {
+				got = readAhead{}
+				return got.scan(rows)
+			})
+		})
+		if err != nil {
+			return err
+		}
+	} else {
+		if err := t.ensureBegun(); err != nil {
+			return err
+		}
+		rows, err := t.tx.QueryContext(context.Background(), query, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		if err := got.scan(rows); err != nil {
+			return err
+		}
 	}
-	defer rows.Close()
+	for id, v := range got.versions {
+		if t.versions == nil {
+			t.versions = map[string]int64{}
+		}
+		t.versions[id] = v
+	}
+	for k, r := range got.recipients {
+		if t.recipients == nil {
+			t.recipients = map[rcpKey]recipient{}
+		}
+		t.recipients[k] = r
+	}
+	return nil
+}
+
+// readAhead is what batch_reads returned: tenants' phones' versions and
+// recipients (unknown ones as the zero recipient).
+type readAhead struct {
+	versions   map[string]int64
+	recipients map[rcpKey]recipient
+}
+
+// scan reads the rows of batch_reads, from database/sql or from pgx.
+func (a *readAhead) scan(rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}) error {
 	for rows.Next() {
 		var kind int
 		var k rcpKey
@@ -190,21 +241,21 @@ func (t *Tx) prefetch(reqs []*batchReq) error {
 			return err
 		}
 		if kind == 1 {
-			if t.versions == nil {
-				t.versions = map[string]int64{}
+			if a.versions == nil {
+				a.versions = map[string]int64{}
 			}
-			t.versions[k.tenantID] = version
+			a.versions[k.tenantID] = version
 			continue
 		}
 		k.env = sb.Environment(env)
-		if t.recipients == nil {
-			t.recipients = map[rcpKey]recipient{}
+		if a.recipients == nil {
+			a.recipients = map[rcpKey]recipient{}
 		}
 		r := recipient{}
 		if opted.Valid {
 			r = recipient{known: true, optedOut: opted.Int64 != 0, phoneID: phone.String, reservedBy: reserved.String}
 		}
-		t.recipients[k] = r
+		a.recipients[k] = r
 	}
 	return rows.Err()
 }
@@ -275,6 +326,9 @@ var insertRecipients = `INSERT INTO recipients (` + recipientInsertCols + `) SEL
 // insertRecipientsNow inserts the rows insertRecipient deferred, before a
 // statement that names recipients (PostgreSQL).
 func (t *Tx) insertRecipientsNow(ctx context.Context) error {
+	if err := t.ensureBegun(); err != nil {
+		return err
+	}
 	rows := t.newRecipients
 	t.newRecipients = nil
 	_, err := t.tx.ExecContext(context.WithoutCancel(ctx), t.db.q(insertRecipients), t.db.planEach(columns(rows, len(recipientInsertTypes))...)...)
@@ -341,17 +395,22 @@ func (t *Tx) bumpN(k counterKey, n int64) {
 	t.counted[k] += n
 }
 
-// flushDeferred writes what the transaction deferred to its commit: the
-// rows of insertMessageLater and the increments of bumpLater. On
-// PostgreSQL a batch of sends does both in one statement, one round trip,
-// whose text is the same for any batch (see unnest): PostgreSQL plans it
-// once per connection rather than once per batch size.
+// flushDeferred writes, on SQLite, what the transaction deferred to its
+// commit: the rows of insertMessageLater and the increments of bumpLater.
+// PostgreSQL sends them with its COMMIT (see deferredStatement and
+// commitPostgres).
 func (t *Tx) flushDeferred(ctx context.Context) error {
-	if t.db.dialect != Postgres {
-		return cmp.Or(t.flushMessages(ctx), t.flushBumps(ctx))
-	}
+	return cmp.Or(t.flushMessages(ctx), t.flushBumps(ctx))
+}
+
+// deferredStatement is, on PostgreSQL, the statement that writes what the
+// transaction deferred to its commit: the rows of insertMessageLater and of
+// insertRecipient and the increments of bumpLater, all in one statement
+// whose text is the same for any batch (see unnest), so that PostgreSQL
+// plans it once per connection rather than once per batch size. It is ""
+// when nothing was deferred; counters is how many counter rows it adds to.
+func (t *Tx) deferredStatement() (query string, args []any, counters int) {
 	var stmts []string
-	var args []any
 	if len(t.messages) > 0 {
 		stmts = append(stmts, `INSERT INTO messages (`+messageInsertCols+`) SELECT * FROM `+unnest(messageInsertTypes))
 		args = append(args, columns(t.messages, len(messageInsertTypes))...)
@@ -360,35 +419,30 @@ func (t *Tx) flushDeferred(ctx context.Context) error {
 		stmts = append(stmts, insertRecipients)
 		args = append(args, columns(t.newRecipients, len(recipientInsertTypes))...)
 	}
-	counters := t.counterRows()
-	if len(counters) > 0 {
+	rows := t.counterRows()
+	if len(rows) > 0 {
 		stmts = append(stmts, insertCounters+` SELECT * FROM `+unnest(counterTypes)+addCounters)
-		args = append(args, columns(counters, len(counterTypes))...)
+		args = append(args, columns(rows, len(counterTypes))...)
 	}
-	if len(stmts) > 0 {
-		// One statement: each but the last in a WITH, which PostgreSQL runs
-		// whether or not the last refers to it.
-		var b strings.Builder
-		for i, st := range stmts[:len(stmts)-1] {
-			if i == 0 {
-				b.WriteString("WITH ")
-			} else {
-				b.WriteString(", ")
-			}
-			fmt.Fprintf(&b, "w%d AS (%s)", i, st)
-		}
-		if len(stmts) > 1 {
-			b.WriteString(" ")
-		}
-		b.WriteString(stmts[len(stmts)-1])
-		t.newRecipients = nil // in this statement: not before it (prepare)
-		if _, err := t.exec(ctx, b.String(), args...); err != nil {
-			return err
-		}
+	if len(stmts) == 0 {
+		return "", nil, 0
 	}
-	t.db.limits.shardWrites.Add(int64(len(counters)))
-	t.messages, t.bumps = nil, nil
-	return nil
+	// One statement: each but the last in a WITH, which PostgreSQL runs
+	// whether or not the last refers to it.
+	var b strings.Builder
+	for i, st := range stmts[:len(stmts)-1] {
+		if i == 0 {
+			b.WriteString("WITH ")
+		} else {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "w%d AS (%s)", i, st)
+	}
+	if len(stmts) > 1 {
+		b.WriteString(" ")
+	}
+	b.WriteString(stmts[len(stmts)-1])
+	return t.db.q(b.String()), args, len(rows)
 }
 
 // PostgreSQL types of messageInsertCols and of a daily counter's row.

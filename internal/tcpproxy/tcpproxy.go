@@ -30,6 +30,7 @@ type Proxy struct {
 	target   string
 	mode     atomic.Int32
 	accepted atomic.Int64
+	sends    atomic.Int64
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -56,6 +57,25 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // Accepted counts the connections the proxy has accepted.
 func (p *Proxy) Accepted() int64 { return p.accepted.Load() }
+
+// Sends counts the reads from clients that returned data, over all
+// connections: on loopback, a client that writes what it has to say in
+// one write and then waits for the answer (a round trip) makes one.
+func (p *Proxy) Sends() int64 { return p.sends.Load() }
+
+// countingReader counts the reads of r that returned data.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	if n > 0 {
+		c.n.Add(1)
+	}
+	return n, err
+}
 
 // SetMode switches the mode; leaving Forward closes the relayed
 // connections, so that clients find the new mode on their next dial.
@@ -106,7 +126,7 @@ func (p *Proxy) relay(c net.Conn) {
 	}
 	p.track(c)
 	p.track(up)
-	go func() { io.Copy(up, c); up.Close() }()
+	go func() { io.Copy(up, countingReader{c, &p.sends}); up.Close() }()
 	io.Copy(c, up)
 	c.Close()
 }
