@@ -104,3 +104,47 @@ func TestBatchRoundTrips(t *testing.T) {
 		t.Errorf("%d messages stored (%v), want %d", n, err, 6*(rounds+1))
 	}
 }
+
+// A connection that broke while it sat in the pool (PostgreSQL restarted,
+// a proxy dropped it) is found broken when the transaction sends its first
+// statement with BEGIN; nothing of the transaction has run, so start takes
+// another connection and sends it all again: the caller never sees it.
+func TestBrokenConnectionReplaced(t *testing.T) {
+	base := testPostgresURL(t)
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := tcpproxy.New(t, u.Host)
+	u.Host = proxy.Addr()
+	ctx := context.Background()
+	db, err := OpenOptions(ctx, u.String(), Options{MaxConns: 2, Writers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	tn := writeTestTenant(t, db)
+	writeTestPhone(t, db, tn.ID, 0)
+	send := func(to string) error {
+		s := testSend(tn.ID)
+		s.Message.To = to
+		return db.AcceptSend(ctx, s)
+	}
+	if err := send("+15005550100"); err != nil {
+		t.Fatal(err)
+	}
+	accepted := proxy.Accepted()
+	// Every connection the pool holds breaks; new ones go through.
+	proxy.SetMode(tcpproxy.Drop)
+	proxy.SetMode(tcpproxy.Forward)
+	if err := send("+15005550101"); err != nil {
+		t.Fatalf("a send after the pool's connections broke: %v", err)
+	}
+	if proxy.Accepted() == accepted {
+		t.Error("no new connection was opened: the broken one was not found")
+	}
+	var n int
+	if err := db.queryRow(ctx, `SELECT COUNT(*) FROM messages WHERE tenant_id = ?`, tn.ID).Scan(&n); err != nil || n != 2 {
+		t.Errorf("%d messages stored (%v), want 2", n, err)
+	}
+}
