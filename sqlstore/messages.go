@@ -202,18 +202,14 @@ func (t *Tx) prefetch(reqs []*batchReq) error {
 			return err
 		}
 	}
-	for id, v := range got.versions {
-		if t.versions == nil {
-			t.versions = map[string]int64{}
-		}
-		t.versions[id] = v
+	if t.versions == nil && len(got.versions) > 0 {
+		t.versions = map[string]int64{}
 	}
-	for k, r := range got.recipients {
-		if t.recipients == nil {
-			t.recipients = map[rcpKey]recipient{}
-		}
-		t.recipients[k] = r
+	maps.Copy(t.versions, got.versions)
+	if t.recipients == nil && len(got.recipients) > 0 {
+		t.recipients = map[rcpKey]recipient{}
 	}
+	maps.Copy(t.recipients, got.recipients)
 	return nil
 }
 
