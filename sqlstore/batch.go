@@ -195,7 +195,7 @@ func (b *batcher) loop(i, shard int) {
 		if ue := (*UnavailableError)(nil); errors.As(err, &ue) {
 			// No connection in time: every caller waiting now would wait
 			// as long again; they all get the answer at once.
-			b.refuse(batch[0], err)
+			b.refuse(batch, err)
 			prev = 0
 			continue
 		}
@@ -236,11 +236,7 @@ func (b *batcher) loop(i, shard int) {
 			// The transaction could not begin for want of a connection:
 			// as when begin fails, everyone waiting gets the answer now.
 			tx.rollback()
-			for _, r := range batch[1:] {
-				r.err = tx.startErr
-				r.done <- struct{}{}
-			}
-			b.refuse(batch[0], tx.startErr)
+			b.refuse(batch, tx.startErr)
 			prev = 0
 			continue
 		}
@@ -309,10 +305,13 @@ func (b *batcher) exec(tx *Tx, r *batchReq) bool {
 	return r.err == nil || isVerdict(r.err)
 }
 
-// refuse answers r and every request queued now with err.
-func (b *batcher) refuse(r *batchReq, err error) {
-	r.err = err
-	r.done <- struct{}{}
+// refuse answers the requests of batch and every request queued now with
+// err.
+func (b *batcher) refuse(batch []*batchReq, err error) {
+	for _, r := range batch {
+		r.err = err
+		r.done <- struct{}{}
+	}
 	for {
 		select {
 		case r := <-b.queue:

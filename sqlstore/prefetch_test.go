@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,14 +38,7 @@ func TestBatchReadsAhead(t *testing.T) {
 	// a send that misread its recipient as new could go out on this one.
 	writeTestPhone(t, db, tn.ID, 0)
 
-	hold, held := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	go db.Write(ctx, func(*Tx) error {
-		once.Do(func() { close(held) })
-		<-hold
-		return nil
-	})
-	<-held
+	release := holdWriter(db)
 	prefetches, single := readStats.prefetches.Load(), readStats.single.Load()
 	sends := make([]*sb.Send, 11)
 	errs := make(chan error, len(sends))
@@ -55,13 +47,8 @@ func TestBatchReadsAhead(t *testing.T) {
 		sends[i].Message.To = number(i) // number(10) is new
 		go func() { errs <- db.AcceptSend(ctx, sends[i]) }()
 	}
-	for deadline := time.Now().Add(10 * time.Second); len(db.batch.queue) < len(sends); {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d sends queued behind the held writer, want %d", len(db.batch.queue), len(sends))
-		}
-		time.Sleep(time.Millisecond)
-	}
-	close(hold)
+	waitQueued(t, db, len(sends))
+	release()
 	for range sends {
 		if err := <-errs; err != nil {
 			t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,38 +23,16 @@ import (
 // connection idle for over a second (pgx's ResetSession): a round slow
 // enough for that is run again.
 func TestBatchRoundTrips(t *testing.T) {
-	base := testPostgresURL(t)
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := tcpproxy.New(t, u.Host)
-	u.Host = proxy.Addr()
 	ctx := context.Background()
-	// Two connections (a send may take a second one for a moment): the
-	// first rounds ready the statements on both.
-	db, err := OpenOptions(ctx, u.String(), Options{MaxConns: 2, Writers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	tn := writeTestTenant(t, db)
-	writeTestPhone(t, db, tn.ID, 0)
+	db, proxy, tenantID := proxiedStore(t) // the first rounds ready the statements on both connections
 
 	batch := func(round int) (sends int64, took time.Duration) {
 		t.Helper()
 		start := time.Now()
-		hold, held := make(chan struct{}), make(chan struct{})
-		var once sync.Once
-		go db.Write(ctx, func(*Tx) error {
-			once.Do(func() { close(held) })
-			<-hold
-			return nil
-		})
-		<-held
+		release := holdWriter(db)
 		errs := make(chan error, 6)
 		for i := range cap(errs) {
-			s := testSend(tn.ID)
+			s := testSend(tenantID)
 			// Known recipients and, in each round, a new one.
 			s.Message.To = fmt.Sprintf("+1500555%04d", 100+i%3)
 			if i == 0 {
@@ -63,14 +40,9 @@ func TestBatchRoundTrips(t *testing.T) {
 			}
 			go func() { errs <- db.AcceptSend(ctx, s) }()
 		}
-		for deadline := time.Now().Add(10 * time.Second); len(db.batch.queue) < cap(errs); {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d sends queued behind the held writer, want %d", len(db.batch.queue), cap(errs))
-			}
-			time.Sleep(time.Millisecond)
-		}
+		waitQueued(t, db, cap(errs))
 		before := proxy.Sends()
-		close(hold)
+		release()
 		for range cap(errs) {
 			if err := <-errs; err != nil {
 				t.Fatal(err)
@@ -100,7 +72,7 @@ func TestBatchRoundTrips(t *testing.T) {
 		t.Fatal("no round finished within a second")
 	}
 	var n int
-	if err := db.queryRow(ctx, `SELECT COUNT(*) FROM messages WHERE tenant_id = ?`, tn.ID).Scan(&n); err != nil || n != 6*(rounds+1) {
+	if err := db.queryRow(ctx, `SELECT COUNT(*) FROM messages WHERE tenant_id = ?`, tenantID).Scan(&n); err != nil || n != 6*(rounds+1) {
 		t.Errorf("%d messages stored (%v), want %d", n, err, 6*(rounds+1))
 	}
 }
@@ -110,23 +82,10 @@ func TestBatchRoundTrips(t *testing.T) {
 // statement with BEGIN; nothing of the transaction has run, so start takes
 // another connection and sends it all again: the caller never sees it.
 func TestBrokenConnectionReplaced(t *testing.T) {
-	base := testPostgresURL(t)
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := tcpproxy.New(t, u.Host)
-	u.Host = proxy.Addr()
 	ctx := context.Background()
-	db, err := OpenOptions(ctx, u.String(), Options{MaxConns: 2, Writers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	tn := writeTestTenant(t, db)
-	writeTestPhone(t, db, tn.ID, 0)
+	db, proxy, tenantID := proxiedStore(t)
 	send := func(to string) error {
-		s := testSend(tn.ID)
+		s := testSend(tenantID)
 		s.Message.To = to
 		return db.AcceptSend(ctx, s)
 	}
@@ -144,7 +103,28 @@ func TestBrokenConnectionReplaced(t *testing.T) {
 		t.Error("no new connection was opened: the broken one was not found")
 	}
 	var n int
-	if err := db.queryRow(ctx, `SELECT COUNT(*) FROM messages WHERE tenant_id = ?`, tn.ID).Scan(&n); err != nil || n != 2 {
+	if err := db.queryRow(ctx, `SELECT COUNT(*) FROM messages WHERE tenant_id = ?`, tenantID).Scan(&n); err != nil || n != 2 {
 		t.Errorf("%d messages stored (%v), want 2", n, err)
 	}
+}
+
+// proxiedStore opens a fresh PostgreSQL schema through a proxy, with one
+// writer and two connections (a send may take a second one for a moment),
+// and writes a tenant with a phone in it.
+func proxiedStore(t *testing.T) (*DB, *tcpproxy.Proxy, string) {
+	t.Helper()
+	u, err := url.Parse(testPostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := tcpproxy.New(t, u.Host)
+	u.Host = proxy.Addr()
+	db, err := OpenOptions(context.Background(), u.String(), Options{MaxConns: 2, Writers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	tn := writeTestTenant(t, db)
+	writeTestPhone(t, db, tn.ID, 0)
+	return db, proxy, tn.ID
 }

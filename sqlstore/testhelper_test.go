@@ -2,8 +2,11 @@ package sqlstore
 
 import (
 	"context"
-	"github.com/switchboard/switchboard/internal/dbtest"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/switchboard/switchboard/internal/dbtest"
 )
 
 // forEachDialect runs fn once against a fresh SQLite file and once against
@@ -39,5 +42,31 @@ func probeInserts(t testing.TB, db *DB) func(k string) func(*Tx) error {
 			_, err := tx.exec(ctx, `INSERT INTO batch_probe (k) VALUES (?)`, k)
 			return err
 		}
+	}
+}
+
+// holdWriter has the only writer of db run work that waits until release
+// is called, and returns once it runs: callers of Write then queue behind
+// it, to be run together in the next batch.
+func holdWriter(db *DB) (release func()) {
+	hold, held := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	go db.Write(context.Background(), func(*Tx) error {
+		once.Do(func() { close(held) })
+		<-hold
+		return nil
+	})
+	<-held
+	return func() { close(hold) }
+}
+
+// waitQueued waits until n callers wait in the writers' queue.
+func waitQueued(t testing.TB, db *DB, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); len(db.batch.queue) < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d callers queued behind the held writer, want %d", len(db.batch.queue), n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
