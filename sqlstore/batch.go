@@ -426,9 +426,11 @@ func isRetryable(err error) bool {
 var batchStats struct{ n, reqs atomic.Int64 }
 
 // txMark is where a caller's work began in a transaction's deferred work.
-type txMark struct{ takes, messages, recipients int }
+type txMark struct{ takes, messages, claims, recipients int }
 
-func (t *Tx) mark() txMark { return txMark{len(t.takes), len(t.messages), len(t.newRecipients)} }
+func (t *Tx) mark() txMark {
+	return txMark{len(t.takes), len(t.messages), len(t.claims), len(t.newRecipients)}
+}
 
 // undo drops what the work since m deferred to the commit (messages to
 // insert) and gives back the units of daily limits it took. (Its counter
@@ -437,6 +439,9 @@ func (t *Tx) undo(m txMark) {
 	t.untake(m.takes)
 	if m.messages < len(t.messages) {
 		t.messages = t.messages[:m.messages]
+	}
+	if m.claims < len(t.claims) {
+		t.claims = t.claims[:m.claims]
 	}
 	if m.recipients < len(t.newRecipients) {
 		// They read as known: forget every recipient read, to read again.

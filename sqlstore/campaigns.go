@@ -306,9 +306,16 @@ func (db *DB) CompleteCampaign(ctx context.Context, c *sb.Campaign, now time.Tim
 }
 
 // campaignOpen reports whether any message of c is still queued or sent.
+// On PostgreSQL the campaign's index has no status (so that finishing a
+// message is a heap-only update; see migration 0019): the rows are read
+// newest first, where the messages not yet finished are.
 func (db *DB) campaignOpen(ctx context.Context, q querier, c *sb.Campaign) (bool, error) {
+	order := ""
+	if db.dialect == Postgres {
+		order = " ORDER BY id DESC"
+	}
 	var one int
-	err := q.queryRow(ctx, `SELECT 1 FROM messages WHERE tenant_id = ? AND campaign_id = ? AND status IN ('queued', 'sent') LIMIT 1`,
+	err := q.queryRow(ctx, `SELECT 1 FROM messages WHERE tenant_id = ? AND campaign_id = ? AND status IN ('queued', 'sent')`+order+` LIMIT 1`,
 		c.TenantID, c.ID).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil

@@ -567,8 +567,10 @@ type Tx struct {
 	// used up (see counters.go).
 	shard int
 	// messages are rows of messages inserted just before the commit
-	// (insertMessageLater).
+	// (insertMessageLater), claims rows of message_claims (see queue.go)
+	// written then too, or before a statement that names them.
 	messages [][]any
+	claims   [][]any
 	takes    []taken
 	pending  map[counterKey]int64
 	full     map[counterKey]bool
@@ -629,11 +631,17 @@ func (t *Tx) query(ctx context.Context, query string, args ...any) (*sql.Rows, e
 }
 
 // prepare readies the transaction for a statement: a statement that names
-// recipients sees the rows insertRecipient deferred, and the transaction
+// recipients or message_claims sees the rows the transaction deferred
+// (insertRecipient, insertMessageLater), and the transaction
 // forgets what the statement may change (wrote).
 func (t *Tx) prepare(ctx context.Context, query string) error {
 	if len(t.newRecipients) > 0 && strings.Contains(query, "recipients") {
 		if err := t.insertRecipientsNow(ctx); err != nil {
+			return err
+		}
+	}
+	if len(t.claims) > 0 && strings.Contains(query, "message_claims") {
+		if err := t.flushClaims(ctx); err != nil {
 			return err
 		}
 	}
@@ -831,7 +839,7 @@ func (t *Tx) commitPostgres() (sent bool, err error) {
 		return true, t.db.classify(err)
 	}
 	t.db.limits.shardWrites.Add(int64(counters))
-	t.messages, t.bumps, t.newRecipients = nil, nil, nil
+	t.messages, t.claims, t.bumps, t.newRecipients = nil, nil, nil, nil
 	return true, nil
 }
 

@@ -9,12 +9,13 @@ import (
 )
 
 // The hand-over. A direct send that is due at once is stored already claimed
-// by this process (its run_at is the end of the delivery worker's lease, its
-// attempts 1) and, once its commit is on disk, given to the worker in memory:
-// it costs no claim statement, and reaches the provider without waiting for a
-// poll. It is still in the durable queue, so if the process dies before the
-// outcome is recorded the lease runs out (or, on SQLite, ReleaseLeases frees
-// it at start-up) and it is claimed again like any other message.
+// by this process (a claim in message_claims until the end of the delivery
+// worker's lease, its attempts 1) and, once its commit is on disk, given to
+// the worker in memory: it costs no claim statement, and reaches the
+// provider without waiting for a poll. Its claim is durable, so if the
+// process dies before the outcome is recorded the claim runs out (or is
+// released when the node is seen dead, or, on SQLite, by ReleaseLeases at
+// start-up) and it is claimed again like any other message.
 //
 // The hand-over has a fixed number of places, reserved before the message is
 // stored, so giving it to the worker never blocks an answer; when every place

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"sync"
 	"testing"
@@ -18,13 +19,15 @@ func testSend(tenantID string) *sb.Send {
 	return &sb.Send{Message: m, NewContactLimit: 2500}
 }
 
-// queueState reads what the durable queue holds for a message.
+// queueState reads what the durable queue holds for a message: when it is
+// due (its run_at), or 0 when it is out of the queue.
 func queueState(t *testing.T, db *DB, id string) (runAt int64, attempts int) {
 	t.Helper()
-	if err := db.queryRow(context.Background(), `SELECT run_at, attempts FROM messages WHERE id = ?`, id).Scan(&runAt, &attempts); err != nil {
+	var due sql.NullInt64
+	if err := db.queryRow(context.Background(), `SELECT run_at, attempts FROM messages WHERE id = ?`, id).Scan(&due, &attempts); err != nil {
 		t.Fatal(err)
 	}
-	return runAt, attempts
+	return due.Int64, attempts
 }
 
 // Once a worker takes accepted sends (Accepted), a direct send due at once
@@ -81,8 +84,17 @@ func TestHandover(t *testing.T) {
 			t.Fatal("the accepted send never reached Accepted")
 		}
 		runAt, attempts := queueState(t, db, s.Message.ID)
-		if want := sb.Micros(s.Message.CreatedAt.Add(lease)); runAt != want || attempts != 1 {
-			t.Errorf("handed-over send stored with run_at %d, attempts %d; want the lease's end %d and 1", runAt, attempts, want)
+		if runAt != 0 || attempts != 1 {
+			t.Errorf("handed-over send stored with run_at %d, attempts %d; want none (out of the queue) and 1", runAt, attempts)
+		}
+		node, until := claimState(t, db, "messages", s.Message.ID)
+		if want := sb.Micros(s.Message.CreatedAt.Add(lease)); node != db.node || until != want {
+			t.Errorf("handed-over send's claim: node %q until %d; want this node %q until the lease's end %d", node, until, db.node, want)
+		}
+		// The poll wakes when the claim ends (the earlier send's claim,
+		// for a minute, ends later).
+		if next, ok, err := db.NextDue(ctx, time.Now(), time.Now().Add(time.Hour)); err != nil || !ok || sb.Micros(next) != until {
+			t.Errorf("NextDue = %v, %v, %v; want the end of the handed-over send's claim %v", next, ok, err, sb.FromMicros(until))
 		}
 		if msgs, err := db.ClaimDue(ctx, time.Now(), time.Minute, 10); err != nil || len(msgs) != 0 {
 			t.Errorf("ClaimDue = %v, %v; a handed-over send must not be claimed again", msgs, err)
@@ -253,4 +265,94 @@ func TestBatchFailureIsolated(t *testing.T) {
 			t.Errorf("rows %v, want after, first, ok: the failed caller's insert undone and nobody else's", keys)
 		}
 	}(t, openTestDB(t, testSQLiteURL(t)))
+}
+
+// A claim ends with its message's time in the worker: the outcome, a
+// carrier taking the message, a retry or a deferral (both back in the
+// queue, due then), or ReleaseLeases at start-up (due at once). Nothing
+// is left claimed, counted in the backlog, or put back in the queue when
+// the claim would have run out.
+func TestClaimsEnd(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		tn := writeTestTenant(t, db)
+		writeTestPhone(t, db, tn.ID, 0)
+		wctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() {
+			for {
+				if _, err := db.Accepted(wctx, time.Minute, 100); err != nil {
+					return
+				}
+			}
+		}()
+		for db.handover.Load() == nil {
+			time.Sleep(time.Millisecond)
+		}
+		accept := func() string {
+			s := testSend(tn.ID)
+			if err := db.AcceptSend(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+			return s.Message.ID
+		}
+		claimed := func(id string) bool {
+			var n int
+			if err := db.queryRow(ctx, `SELECT COUNT(*) FROM message_claims WHERE message_id = ?`, id).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n > 0
+		}
+		var ids []string
+		for range 6 {
+			ids = append(ids, accept())
+		}
+		if n, err := db.QueueDepth(ctx); err != nil || n != 6 {
+			t.Fatalf("QueueDepth = %d, %v; want the 6 claimed sends", n, err)
+		}
+		now := time.Now()
+		retry, until := now.Add(time.Hour).Truncate(time.Microsecond), now.Add(2*time.Hour).Truncate(time.Microsecond)
+		if err := db.RecordOutcomes(ctx, []sb.Outcome{{MessageID: ids[0], Delivered: true, At: now}, {MessageID: ids[1], FailureReason: "no", At: now}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.RecordCarrier(ctx, "link", []sb.CarrierEvent{{Kind: sb.CarrierAccepted, MessageID: ids[2], Parts: 1, ExternalID: "E2", At: now}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.RecordHandoffs(ctx, []sb.Handoff{
+			{MessageID: ids[3], At: now, Err: errors.New("busy"), Retry: retry},
+			{MessageID: ids[4], At: now, Err: &sb.Deferred{Until: until}, Retry: until, Deferred: true},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for i, id := range ids[:5] {
+			if claimed(id) {
+				t.Errorf("send %d still claimed", i)
+			}
+		}
+		for i, want := range map[int]int64{3: sb.Micros(retry), 4: sb.Micros(until)} {
+			if due, _ := queueState(t, db, ids[i]); due != want {
+				t.Errorf("send %d due at %v, want %v", i, sb.FromMicros(due), sb.FromMicros(want))
+			}
+		}
+		if _, attempts := queueState(t, db, ids[4]); attempts != 0 {
+			t.Errorf("deferred send has %d attempts, want its attempt given back (0)", attempts)
+		}
+		if n, err := db.QueueDepth(ctx); err != nil || n != 3 {
+			t.Errorf("QueueDepth = %d, %v; want 3 (retried, deferred, still claimed)", n, err)
+		}
+		// Past the claims' end: only the send still claimed is due again.
+		got, err := db.ClaimDue(ctx, now.Add(10*time.Minute), time.Minute, 10)
+		if err != nil || len(got) != 1 || got[0].ID != ids[5] {
+			t.Fatalf("ClaimDue after the claims' end = %v, %v; want only the send still claimed", got, err)
+		}
+
+		// At start-up (SQLite), a claim is released: due at once.
+		id := accept()
+		if err := db.ReleaseLeases(ctx, now); err != nil {
+			t.Fatal(err)
+		}
+		if due, _ := queueState(t, db, id); claimed(id) || due != sb.Micros(now) {
+			t.Errorf("after ReleaseLeases: claimed %v, due %v; want unclaimed, due %v", claimed(id), sb.FromMicros(due), now)
+		}
+	})
 }

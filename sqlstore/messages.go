@@ -396,12 +396,12 @@ func (t *Tx) bumpN(k counterKey, n int64) {
 // PostgreSQL sends them with its COMMIT (see deferredStatement and
 // commitPostgres).
 func (t *Tx) flushDeferred(ctx context.Context) error {
-	return cmp.Or(t.flushMessages(ctx), t.flushBumps(ctx))
+	return cmp.Or(t.flushMessages(ctx), t.flushClaims(ctx), t.flushBumps(ctx))
 }
 
 // deferredStatement is, on PostgreSQL, the statement that writes what the
-// transaction deferred to its commit: the rows of insertMessageLater and of
-// insertRecipient and the increments of bumpLater, all in one statement
+// transaction deferred to its commit: the rows of insertMessageLater (and
+// their claims) and of insertRecipient and the increments of bumpLater, all in one statement
 // whose text is the same for any batch (see unnest), so that PostgreSQL
 // plans it once per connection rather than once per batch size. It is ""
 // when nothing was deferred; counters is how many counter rows it adds to.
@@ -410,6 +410,10 @@ func (t *Tx) deferredStatement() (query string, args []any, counters int) {
 	if len(t.messages) > 0 {
 		stmts = append(stmts, `INSERT INTO messages (`+messageInsertCols+`) SELECT * FROM `+unnest(messageInsertTypes))
 		args = append(args, columns(t.messages, len(messageInsertTypes))...)
+	}
+	if len(t.claims) > 0 {
+		stmts = append(stmts, insertClaims)
+		args = append(args, columns(t.claims, len(claimTypes))...)
 	}
 	if len(t.newRecipients) > 0 {
 		stmts = append(stmts, insertRecipients)
@@ -875,12 +879,10 @@ var errIdempotencyConflict = sb.Errorf(sb.CodeIdempotencyConflict, "This Idempot
 
 // insertMessage inserts m, due at runAt: in the delivery queue (run_at), or
 // for a message its phone's device takes, in the device queue
-// (device_due). pinned marks a message whose sender was named; claimer,
-// when set, is the node that holds its claim (a send handed over to this
-// node's worker).
-func (t *Tx) insertMessage(ctx context.Context, m *sb.Message, runAt *time.Time, pinned bool, claimer string) error {
+// (device_due). pinned marks a message whose sender was named.
+func (t *Tx) insertMessage(ctx context.Context, m *sb.Message, runAt *time.Time, pinned bool) error {
 	_, err := t.exec(ctx, `INSERT INTO messages (`+messageInsertCols+`) VALUES (`+placeholders(messageInsertN)+`)`,
-		messageRow(m, runAt, pinned, claimer)...)
+		messageRow(m, runAt, pinned, "")...)
 	return err
 }
 
@@ -906,7 +908,16 @@ func messageRow(m *sb.Message, runAt *time.Time, pinned bool, claimer string) []
 // PostgreSQL a statement is a round trip, and an accepted send needs no
 // other. Nothing in the transaction may read the row before then; the
 // row is as m is now.
+//
+// claimer, when set, is the node that holds the message's claim (a send
+// handed over to this node's worker): then runAt is the claim's end, and
+// the message is stored out of the queue with a row in message_claims
+// (see queue.go), written with the messages.
 func (t *Tx) insertMessageLater(m *sb.Message, runAt *time.Time, pinned bool, claimer string) {
+	if claimer != "" {
+		t.claims = append(t.claims, []any{m.ID, claimer, sb.Micros(*runAt)})
+		runAt = nil
+	}
 	t.messages = append(t.messages, messageRow(m, runAt, pinned, claimer))
 }
 
@@ -1051,7 +1062,7 @@ func (tx *Tx) inbound(ctx context.Context, m *sb.Message, hooks hookCache) error
 	if err != nil {
 		return err
 	}
-	if err := tx.insertMessage(ctx, m, nil, false, ""); err != nil {
+	if err := tx.insertMessage(ctx, m, nil, false); err != nil {
 		return err
 	}
 	return tx.emit(ctx, hooks, m, sb.EventReceived)

@@ -181,9 +181,33 @@ func (db *DB) LeaveCluster(ctx context.Context, now time.Time) (sb.Takeover, err
 
 // releaseClaims makes the messages node has claimed (queued, or sent and
 // waiting for their outcome) and the webhook deliveries it has leased due at
-// now, unclaimed. The statements follow the queues' partial indexes (one per
-// lane of messages), which hold only the outstanding work.
+// now, unclaimed. Its claims are deleted first, each by one transaction
+// only (as sweepClaims does), and their messages put back in the queue;
+// then the messages still in the queue under its name (claims that ran
+// out, and claims made before message_claims) are made due. These
+// statements follow the queues' partial indexes (one per lane of
+// messages), which hold only the outstanding work.
 func (t *Tx) releaseClaims(ctx context.Context, node string, now time.Time) (msgs, dels int, err error) {
+	rows, err := t.query(ctx, `DELETE FROM message_claims WHERE node = ? RETURNING message_id`, node)
+	if err != nil {
+		return 0, 0, err
+	}
+	ids, err := scanIDs(rows)
+	if err != nil {
+		return 0, 0, err
+	}
+	for len(ids) > 0 {
+		n := min(len(ids), 1000)
+		in, args := t.db.inIDs("id", ids[:n])
+		res, err := t.exec(ctx, `UPDATE messages SET run_at = ?, claimed_by = NULL WHERE `+in+` AND status IN ('queued', 'sent')`,
+			t.db.planEach(append([]any{sb.Micros(now)}, args...)...)...)
+		if err != nil {
+			return 0, 0, err
+		}
+		k, _ := res.RowsAffected()
+		msgs += int(k)
+		ids = ids[n:]
+	}
 	for _, lane := range []string{"campaign_id IS NULL", "campaign_id IS NOT NULL"} {
 		res, err := t.exec(ctx, `UPDATE messages SET run_at = ?, claimed_by = NULL
 			WHERE run_at IS NOT NULL AND `+lane+` AND claimed_by = ? AND status IN ('queued', 'sent')`, sb.Micros(now), node)

@@ -12,16 +12,17 @@ import (
 )
 
 // claimState reads a message's or a delivery's claim: its node and when
-// it is due.
+// it is due (for a claimed message, when its claim ends).
 func claimState(t *testing.T, db *DB, table, id string) (claimer string, due int64) {
 	t.Helper()
-	col := "run_at"
-	if table == "webhook_deliveries" {
-		col = "next_attempt_at"
+	query := `SELECT claimed_by, next_attempt_at FROM webhook_deliveries WHERE id = ?`
+	if table == "messages" {
+		query = `SELECT COALESCE(c.node, m.claimed_by), COALESCE(c.until, m.run_at)
+			FROM messages m LEFT JOIN message_claims c ON c.message_id = m.id WHERE m.id = ?`
 	}
 	var c sql.NullString
 	var d sql.NullInt64
-	if err := db.queryRow(context.Background(), `SELECT claimed_by, `+col+` FROM `+table+` WHERE id = ?`, id).Scan(&c, &d); err != nil {
+	if err := db.queryRow(context.Background(), query, id).Scan(&c, &d); err != nil {
 		t.Fatal(err)
 	}
 	return c.String, d.Int64

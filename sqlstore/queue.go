@@ -10,17 +10,24 @@ import (
 )
 
 // The delivery queue lives in the messages table: a message is due when
-// run_at <= now. Claiming pushes run_at forward by a lease, so a message
-// claimed by a node that dies is claimed again when the lease ends; a sent
-// message keeps a run_at as the deadline for its outcome, so an outcome lost
-// in a crash leads to a second hand-off (which the provider can deduplicate
-// by message id) rather than a message stuck in "sent".
+// run_at <= now. A message a node's delivery worker holds is out of the
+// queue (run_at NULL) and has a claim in message_claims instead: its node
+// and until, the end of the lease and, once the message is handed to the
+// provider, the deadline for its outcome. A claim whose until passes goes
+// back into the queue (sweepClaims), so a message held by a node that dies
+// is claimed again, and an outcome lost in a crash leads to a second
+// hand-off (which the provider can deduplicate by message id) rather than a
+// message stuck in "sent". Finishing a message deletes its claim. Keeping
+// the claims out of messages means the update that finishes a message
+// changes no indexed column, which PostgreSQL then makes without writing an
+// index entry (a heap-only update; see docs/scale-out.md).
 
 // ClaimDue claims up to limit due messages for lease and returns them, their
-// attempts already counted. Direct sends are claimed first and campaign
-// messages fill what is left of the batch, so a campaign's backlog never
-// delays a direct send. On PostgreSQL, SKIP LOCKED lets several nodes claim
-// at once without waiting on each other.
+// attempts already counted. Claims that ran out are put back in the queue
+// first. Direct sends are claimed first and campaign messages fill what is
+// left of the batch, so a campaign's backlog never delays a direct send. On
+// PostgreSQL, SKIP LOCKED lets several nodes claim at once without waiting
+// on each other.
 func (db *DB) ClaimDue(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]*sb.Message, error) {
 	var out []*sb.Message
 	lock := ""
@@ -30,16 +37,19 @@ func (db *DB) ClaimDue(ctx context.Context, now time.Time, lease time.Duration, 
 	lapsed := 0
 	err := db.Write(ctx, func(tx *Tx) error {
 		out, lapsed = out[:0], 0
+		if err := tx.sweepClaims(ctx, now, limit); err != nil {
+			return err
+		}
 		for _, lane := range []string{"campaign_id IS NULL", "campaign_id IS NOT NULL"} {
 			if len(out) >= limit {
 				break
 			}
-			// A claim still set on a due message is an earlier claim that
-			// ran out without a result (see Redeliveries): PostgreSQL
-			// returns it from the join (due.claimer); SQLite, whose RETURNING
-			// sees only the updated row, counts them first (one writer: the
-			// same rows).
-			query := `UPDATE messages SET run_at = ?, attempts = attempts + 1, claimed_by = ?
+			// A claim still named on a due message is an earlier claim
+			// that ran out without a result (see Redeliveries): PostgreSQL
+			// returns it from the join (due.claimer); SQLite, whose
+			// RETURNING sees only the updated row, counts them first (one
+			// writer: the same rows).
+			query := `UPDATE messages SET run_at = NULL, attempts = attempts + 1, claimed_by = ?
 				FROM (SELECT id AS due_id, claimed_by AS claimer FROM messages WHERE run_at <= ? AND ` + lane + ` ORDER BY run_at LIMIT ?` + lock + `) due
 				WHERE messages.id = due.due_id
 				RETURNING ` + messageCols + `, due.claimer`
@@ -50,14 +60,15 @@ func (db *DB) ClaimDue(ctx context.Context, now time.Time, lease time.Duration, 
 					return err
 				}
 				lapsed += n
-				query = `UPDATE messages SET run_at = ?, attempts = attempts + 1, claimed_by = ?
+				query = `UPDATE messages SET run_at = NULL, attempts = attempts + 1, claimed_by = ?
 					WHERE id IN (SELECT id FROM messages WHERE run_at <= ? AND ` + lane + ` ORDER BY run_at LIMIT ?)
 					RETURNING ` + messageCols + `, NULL`
 			}
-			rows, err := tx.query(ctx, query, db.planEach(sb.Micros(now.Add(lease)), db.node, sb.Micros(now), limit-len(out))...)
+			rows, err := tx.query(ctx, query, db.planEach(db.node, sb.Micros(now), limit-len(out))...)
 			if err != nil {
 				return err
 			}
+			from := len(out)
 			for rows.Next() {
 				var claimer sql.NullString
 				m, err := scanMessageWith(rows, &claimer)
@@ -74,13 +85,113 @@ func (db *DB) ClaimDue(ctx context.Context, now time.Time, lease time.Duration, 
 			if err := rows.Err(); err != nil {
 				return err
 			}
+			for _, m := range out[from:] {
+				tx.claims = append(tx.claims, []any{m.ID, db.node, sb.Micros(now.Add(lease))})
+			}
 		}
-		return nil
+		return tx.flushClaims(ctx)
 	})
 	if err == nil {
 		db.redelivered.leaseMessages.Add(int64(lapsed))
 	}
 	return out, err
+}
+
+// sweepClaims puts up to limit claims that ended by now back in the queue,
+// due at once. Their messages keep claimed_by, so that ClaimDue counts them
+// as lease redeliveries. On PostgreSQL each claim is deleted by one node
+// only (SKIP LOCKED, then DELETE's own row lock), so a claim that another
+// node has just renewed is never put back.
+func (t *Tx) sweepClaims(ctx context.Context, now time.Time, limit int) error {
+	lock := ""
+	if t.db.dialect == Postgres {
+		lock = " FOR UPDATE SKIP LOCKED"
+	}
+	rows, err := t.query(ctx, `DELETE FROM message_claims WHERE message_id IN
+		(SELECT message_id FROM message_claims WHERE until <= ? ORDER BY until LIMIT ?`+lock+`) RETURNING message_id`,
+		t.db.planEach(sb.Micros(now), limit)...)
+	if err != nil {
+		return err
+	}
+	ids, err := scanIDs(rows)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	in, args := t.db.inIDs("id", ids)
+	_, err = t.exec(ctx, `UPDATE messages SET run_at = ? WHERE `+in+` AND status IN ('queued', 'sent')`,
+		t.db.planEach(append([]any{sb.Micros(now)}, args...)...)...)
+	return err
+}
+
+// scanIDs reads a column of ids and closes rows.
+func scanIDs(rows *sql.Rows) ([]any, error) {
+	defer rows.Close()
+	var ids []any
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// The PostgreSQL types of a claim's row, and the statement that writes rows
+// of them (insertMessageLater's with the commit, ClaimDue's at once). A
+// claim left on a message that is due again is replaced.
+var (
+	claimTypes   = []string{"text", "text", "bigint"}
+	claimInsert  = `INSERT INTO message_claims (message_id, node, until) `
+	claimReplace = ` ON CONFLICT (message_id) DO UPDATE SET node = excluded.node, until = excluded.until`
+	insertClaims = claimInsert + `SELECT * FROM ` + unnest(claimTypes) + claimReplace
+)
+
+// flushClaims writes the claims the transaction holds back (tx.claims) now.
+func (t *Tx) flushClaims(ctx context.Context) error {
+	rows := t.claims
+	t.claims = nil
+	if len(rows) == 0 {
+		return nil
+	}
+	if t.db.dialect == Postgres {
+		_, err := t.exec(ctx, insertClaims, columns(rows, len(claimTypes))...)
+		return err
+	}
+	for len(rows) > 0 {
+		n := min(len(rows), insertRows)
+		args := make([]any, 0, n*len(claimTypes))
+		for _, r := range rows[:n] {
+			args = append(args, r...)
+		}
+		if _, err := t.exec(ctx, claimInsert+`VALUES `+valueRows(n, len(claimTypes))+claimReplace, args...); err != nil {
+			return err
+		}
+		rows = rows[n:]
+	}
+	return nil
+}
+
+// unclaiming returns query and its arguments such that running them also
+// deletes the claims of the messages whose ids match cond (a condition on
+// message_id): on PostgreSQL in the same statement (a WITH in front of
+// query, so the same round trip), on SQLite by deleting them first.
+func (t *Tx) unclaiming(ctx context.Context, cond string, condArgs []any, query string, args []any) (string, []any, error) {
+	if t.db.dialect == Postgres {
+		return `WITH unclaimed AS (DELETE FROM message_claims WHERE ` + cond + `) ` + query, append(condArgs, args...), nil
+	}
+	_, err := t.exec(ctx, `DELETE FROM message_claims WHERE `+cond, condArgs...)
+	return query, args, err
+}
+
+// unclaim deletes the claim of a message and reports whether it had one.
+func (t *Tx) unclaim(ctx context.Context, id string) (bool, error) {
+	res, err := t.exec(ctx, `DELETE FROM message_claims WHERE message_id = ?`, id)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
 }
 
 // NextDue returns when the earliest queued message falls due after after
@@ -103,6 +214,15 @@ func (db *DB) NextDue(ctx context.Context, after, before time.Time) (time.Time, 
 			next = n
 		}
 	}
+	// A claim that runs out puts its message back in the queue.
+	var n *int64
+	if err := db.queryRow(ctx, `SELECT MIN(until) FROM message_claims WHERE until > ? AND until <= ?`,
+		db.planEach(sb.Micros(after), sb.Micros(before))...).Scan(&n); err != nil {
+		return time.Time{}, false, err
+	}
+	if n != nil && (next == nil || *n < *next) {
+		next = n
+	}
 	if next == nil {
 		return time.Time{}, false, nil
 	}
@@ -114,9 +234,18 @@ func (db *DB) NextDue(ctx context.Context, after, before time.Time) (time.Time, 
 // The claims stay recorded, so that ClaimDue counts the messages as lease
 // redeliveries when it claims them again.
 func (db *DB) ReleaseLeases(ctx context.Context, now time.Time) error {
-	_, err := db.exec(ctx, `UPDATE messages SET run_at = ? WHERE run_at > ? AND status IN ('queued', 'sent') AND (scheduled_at IS NULL OR scheduled_at <= ?)`,
-		sb.Micros(now), sb.Micros(now), sb.Micros(now))
-	return err
+	return db.inTx(ctx, func(tx *Tx) error {
+		if _, err := tx.exec(ctx, `UPDATE messages SET run_at = ? WHERE run_at > ? AND status IN ('queued', 'sent') AND (scheduled_at IS NULL OR scheduled_at <= ?)`,
+			sb.Micros(now), sb.Micros(now), sb.Micros(now)); err != nil {
+			return err
+		}
+		if _, err := tx.exec(ctx, `UPDATE messages SET run_at = ? WHERE id IN (SELECT message_id FROM message_claims) AND status IN ('queued', 'sent')`,
+			sb.Micros(now)); err != nil {
+			return err
+		}
+		_, err := tx.exec(ctx, `DELETE FROM message_claims`)
+		return err
+	})
 }
 
 // RecordHandoffs marks taken messages sent, reschedules those to retry or
@@ -137,11 +266,19 @@ func (db *DB) RecordHandoffs(ctx context.Context, hs []sb.Handoff) error {
 			first := hs[0]
 			in, ids := db.inIDs("id", taken)
 			args := db.planEach(append([]any{sb.Micros(first.At), sb.Micros(first.OutcomeBy)}, ids...)...)
-			// A message whose carrier already accepted it is no longer in the
-			// queue (run_at NULL: its receipt finishes it): it stays out.
+			// The claim now lasts until the deadline for the outcome. A
+			// message whose claim ran out meanwhile is back in the queue
+			// (run_at set): it gets the same deadline there. A message
+			// whose carrier already accepted it has neither (its receipt
+			// finishes it): it stays out.
 			if _, err := tx.exec(ctx, `UPDATE messages SET status = 'sent', sent_at = COALESCE(sent_at, ?),
 				run_at = CASE WHEN run_at IS NULL THEN NULL ELSE CAST(? AS BIGINT) END
 				WHERE `+in+` AND status IN ('queued', 'sent')`, args...); err != nil {
+				return err
+			}
+			in, ids = db.inIDs("message_id", taken)
+			if _, err := tx.exec(ctx, `UPDATE message_claims SET until = ? WHERE `+in,
+				db.planEach(append([]any{sb.Micros(first.OutcomeBy)}, ids...)...)...); err != nil {
 				return err
 			}
 		}
@@ -150,10 +287,17 @@ func (db *DB) RecordHandoffs(ctx context.Context, hs []sb.Handoff) error {
 			switch {
 			case h.Err == nil:
 			case h.Deferred:
-				_, err = tx.exec(ctx, `UPDATE messages SET run_at = ?, claimed_by = NULL, attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END
-					WHERE id = ? AND status IN ('queued', 'sent') AND run_at IS NOT NULL`, sb.Micros(h.Retry), h.MessageID)
+				// Put off only if it is still to be delivered: claimed, or
+				// back in the queue.
+				var held bool
+				if held, err = tx.unclaim(ctx, h.MessageID); err == nil {
+					_, err = tx.exec(ctx, `UPDATE messages SET run_at = ?, claimed_by = NULL, attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END
+						WHERE id = ? AND status IN ('queued', 'sent') AND (run_at IS NOT NULL OR ? = 1)`, sb.Micros(h.Retry), h.MessageID, boolInt(held))
+				}
 			case !h.Retry.IsZero():
-				_, err = tx.exec(ctx, `UPDATE messages SET run_at = ?, claimed_by = NULL WHERE id = ? AND status IN ('queued', 'sent')`, sb.Micros(h.Retry), h.MessageID)
+				if _, err = tx.unclaim(ctx, h.MessageID); err == nil {
+					_, err = tx.exec(ctx, `UPDATE messages SET run_at = ?, claimed_by = NULL WHERE id = ? AND status IN ('queued', 'sent')`, sb.Micros(h.Retry), h.MessageID)
+				}
 			default:
 				err = tx.finish(ctx, []sb.Outcome{{MessageID: h.MessageID, FailureReason: handoffReason(h.Err), At: h.At}})
 			}
@@ -200,10 +344,15 @@ func (t *Tx) finish(ctx context.Context, outs []sb.Outcome) error {
 			}
 			continue
 		}
-		m, err := scanMessage(t.queryRow(ctx, `UPDATE messages SET status = 'failed', failed_at = ?, failure_reason = ?, error_code = ?, run_at = NULL,
+		query, args, err := t.unclaiming(ctx, `message_id = ?`, []any{o.MessageID},
+			`UPDATE messages SET status = 'failed', failed_at = ?, failure_reason = ?, error_code = ?, run_at = NULL,
 			device_due = NULL, sent_at = COALESCE(sent_at, ?)
 			WHERE id = ? AND status IN ('queued', 'sent') RETURNING `+messageCols,
-			sb.Micros(o.At), o.FailureReason, string(sb.CodeDeliveryFailed), microsOrNil(optNonZero(o.SentAt)), o.MessageID))
+			[]any{sb.Micros(o.At), o.FailureReason, string(sb.CodeDeliveryFailed), microsOrNil(optNonZero(o.SentAt)), o.MessageID})
+		if err != nil {
+			return err
+		}
+		m, err := scanMessage(t.queryRow(ctx, query, args...))
 		if sb.ErrorCode(err) == sb.CodeNotFound {
 			continue // already final
 		}
@@ -224,11 +373,19 @@ func (t *Tx) finish(ctx context.Context, outs []sb.Outcome) error {
 	if sentAt.IsZero() {
 		sentAt = at
 	}
+	// run_at and device_due are NULL already for a claimed message: the
+	// update changes no indexed column (see the top of this file).
 	in, ids := t.db.inIDs("id", delivered)
-	args := t.db.planEach(append([]any{sb.Micros(at), sb.Micros(sentAt)}, ids...)...)
-	rows, err := t.query(ctx, `UPDATE messages SET status = 'delivered', delivered_at = ?, sent_at = COALESCE(sent_at, ?), run_at = NULL, device_due = NULL
+	claimsIn, claimIDs := t.db.inIDs("message_id", delivered)
+	query, args, err := t.unclaiming(ctx, claimsIn, claimIDs,
+		`UPDATE messages SET status = 'delivered', delivered_at = ?, sent_at = COALESCE(sent_at, ?), run_at = NULL, device_due = NULL
 		WHERE `+in+` AND status IN ('queued', 'sent')
-		RETURNING id, tenant_id, environment, from_number, to_number, channel, created_at, scheduled_at`, args...)
+		RETURNING id, tenant_id, environment, from_number, to_number, channel, created_at, scheduled_at`,
+		append([]any{sb.Micros(at), sb.Micros(sentAt)}, ids...))
+	if err != nil {
+		return err
+	}
+	rows, err := t.query(ctx, query, t.db.planEach(args...)...)
 	if err != nil {
 		return err
 	}
