@@ -401,10 +401,11 @@ func (t *Tx) flushDeferred(ctx context.Context) error {
 
 // deferredStatement is, on PostgreSQL, the statement that writes what the
 // transaction deferred to its commit: the rows of insertMessageLater (and
-// their claims) and of insertRecipient and the increments of bumpLater, all in one statement
-// whose text is the same for any batch (see unnest), so that PostgreSQL
-// plans it once per connection rather than once per batch size. It is ""
-// when nothing was deferred; counters is how many counter rows it adds to.
+// their claims) and of insertRecipient and the increments of bumpLater, all
+// in one statement whose text is the same for any batch (see unnest), so
+// that PostgreSQL plans it once per connection rather than once per batch
+// size. It is "" when nothing was deferred; counters is how many counter
+// rows it adds to.
 func (t *Tx) deferredStatement() (query string, args []any, counters int) {
 	var stmts []string
 	if len(t.messages) > 0 {
