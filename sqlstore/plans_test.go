@@ -244,3 +244,101 @@ func TestSendPathWithoutTenantLocks(t *testing.T) {
 		t.Fatalf("api_keys' foreign keys to tenants: %d, %v; want 1", n, err)
 	}
 }
+
+// The outcome of a batch of delivered messages goes through
+// finish_delivered (migration 0020), whose generic plans, made once per
+// connection, must reach messages and message_claims by their primary keys
+// even when they were made while the tables were empty.
+func TestFinishDeliveredPlan(t *testing.T) {
+	url := testPostgresURL(t)
+	ctx := context.Background()
+	db, err := OpenOptions(ctx, url, Options{MaxConns: 2, Writers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	conn, err := db.write.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	finish := func(ids ...string) []string {
+		t.Helper()
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM finish_delivered($1, 2, 1)`, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := scanIDs(rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, id := range got {
+			out = append(out, id.(string))
+		}
+		return out
+	}
+	scans := func() map[string][2]int64 {
+		t.Helper()
+		out := map[string][2]int64{}
+		rows, err := tx.QueryContext(ctx, `SELECT relname, seq_scan, COALESCE(idx_scan, 0) FROM pg_stat_xact_user_tables
+			WHERE schemaname = current_schema() AND relname IN ('messages', 'message_claims')`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var rel string
+			var seq, idx int64
+			if err := rows.Scan(&rel, &seq, &idx); err != nil {
+				t.Fatal(err)
+			}
+			out[rel] = [2]int64{seq, idx}
+		}
+		if len(out) != 2 {
+			t.Fatalf("pg_stat_xact_user_tables: %v, want messages and message_claims", out)
+		}
+		return out
+	}
+	noSeqScans := func(before, after map[string][2]int64, calls int64) {
+		t.Helper()
+		for rel, n := range after {
+			if seq, idx := n[0]-before[rel][0], n[1]-before[rel][1]; seq != 0 || idx < calls {
+				t.Errorf("%s: %d sequential scans and %d index scans in %d calls of finish_delivered; want none and at least %d", rel, seq, idx, calls, calls)
+			}
+		}
+	}
+	before := scans()
+	for range 6 { // the plans are made at the first call, on empty tables
+		if got := finish("m1", "m2"); len(got) != 0 {
+			t.Fatalf("empty tables: %v", got)
+		}
+	}
+	noSeqScans(before, scans(), 6)
+	if _, err := tx.ExecContext(ctx, `INSERT INTO messages (id, tenant_id, environment, direction, from_number, to_number, body, channel, status, created_at)
+		SELECT 'm' || i, 'tn', 'live', 'outbound', '+15005550000', '+15005550001', 'hi', 'sms', CASE WHEN i = 3 THEN 'failed' ELSE 'queued' END, 1
+		FROM generate_series(1, 2000) i`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO message_claims (message_id, node, until) SELECT 'm' || i, 'n', 5 FROM generate_series(1, 2000) i`); err != nil {
+		t.Fatal(err)
+	}
+	after := scans()
+	if got := finish("m1", "m2", "m3", "m9999"); len(got) != 2 || got[0] == got[1] || (got[0] != "m1" && got[0] != "m2") || (got[1] != "m1" && got[1] != "m2") {
+		t.Fatalf("finish_delivered(m1, m2, m3 failed, m9999 unknown) = %v, want m1 and m2", got)
+	}
+	noSeqScans(after, scans(), 1)
+	var claims, delivered int
+	if err := tx.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM message_claims WHERE message_id IN ('m1', 'm2', 'm3')),
+		(SELECT COUNT(*) FROM messages WHERE status = 'delivered' AND delivered_at = 2 AND sent_at = 1 AND run_at IS NULL)`).Scan(&claims, &delivered); err != nil {
+		t.Fatal(err)
+	}
+	if claims != 0 || delivered != 2 {
+		t.Errorf("after finish_delivered: %d claims of m1-m3 left, %d messages delivered; want 0 and 2", claims, delivered)
+	}
+}

@@ -374,18 +374,19 @@ func (t *Tx) finish(ctx context.Context, outs []sb.Outcome) error {
 		sentAt = at
 	}
 	// run_at and device_due are NULL already for a claimed message: the
-	// update changes no indexed column (see the top of this file).
-	in, ids := t.db.inIDs("id", delivered)
-	claimsIn, claimIDs := t.db.inIDs("message_id", delivered)
-	query, args, err := t.unclaiming(ctx, claimsIn, claimIDs,
-		`UPDATE messages SET status = 'delivered', delivered_at = ?, sent_at = COALESCE(sent_at, ?), run_at = NULL, device_due = NULL
-		WHERE `+in+` AND status IN ('queued', 'sent')
-		RETURNING id, tenant_id, environment, from_number, to_number, channel, created_at, scheduled_at`,
-		append([]any{sb.Micros(at), sb.Micros(sentAt)}, ids...))
-	if err != nil {
-		return err
+	// update changes no indexed column (see the top of this file). On
+	// PostgreSQL the function finish_delivered (migration 0020) runs the
+	// same statements with plans made once per connection.
+	var rows *sql.Rows
+	var err error
+	if t.db.dialect == Postgres {
+		rows, err = t.query(ctx, `SELECT * FROM finish_delivered(?::text[], ?, ?)`, delivered, sb.Micros(at), sb.Micros(sentAt))
+	} else if _, err = t.exec(ctx, `DELETE FROM message_claims WHERE message_id IN (`+placeholders(len(delivered))+`)`, delivered...); err == nil {
+		rows, err = t.query(ctx, `UPDATE messages SET status = 'delivered', delivered_at = ?, sent_at = COALESCE(sent_at, ?), run_at = NULL, device_due = NULL
+			WHERE id IN (`+placeholders(len(delivered))+`) AND status IN ('queued', 'sent')
+			RETURNING id, tenant_id, environment, from_number, to_number, channel, created_at, scheduled_at`,
+			append([]any{sb.Micros(at), sb.Micros(sentAt)}, delivered...)...)
 	}
-	rows, err := t.query(ctx, query, t.db.planEach(args...)...)
 	if err != nil {
 		return err
 	}
