@@ -186,8 +186,16 @@ func (db *DB) LeaveCluster(ctx context.Context, now time.Time) (sb.Takeover, err
 // then the messages still in the queue under its name (claims that ran
 // out, and claims made before message_claims) are made due. These
 // statements follow the queues' partial indexes (one per lane of
-// messages), which hold only the outstanding work.
+// messages), which hold only the outstanding work: on PostgreSQL with
+// sequential scans priced out, since without statistics the planner reads
+// the whole messages table for the campaign lane, and a takeover must take
+// seconds at most whatever the table holds.
 func (t *Tx) releaseClaims(ctx context.Context, node string, now time.Time) (msgs, dels int, err error) {
+	if t.db.dialect == Postgres {
+		if _, err := t.exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
+			return 0, 0, err
+		}
+	}
 	rows, err := t.query(ctx, `DELETE FROM message_claims WHERE node = ? RETURNING message_id`, node)
 	if err != nil {
 		return 0, 0, err
