@@ -210,7 +210,7 @@ func (c *carrierTx) partState(ctx context.Context, messageID string, part, parts
 // receipts finish it.
 func (c *carrierTx) sent(ctx context.Context, messageID string, at time.Time) error {
 	c.res.Done = append(c.res.Done, messageID)
-	query, args, err := c.tx.unclaiming(ctx, `message_id = ?`, []any{messageID},
+	query, args, err := c.tx.unclaiming(ctx, messageID,
 		`UPDATE messages SET status = 'sent', sent_at = COALESCE(sent_at, ?), run_at = NULL
 		WHERE id = ? AND status IN ('queued', 'sent')`, []any{sb.Micros(at), messageID})
 	if err != nil {

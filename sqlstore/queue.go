@@ -173,14 +173,14 @@ func (t *Tx) flushClaims(ctx context.Context) error {
 }
 
 // unclaiming returns query and its arguments such that running them also
-// deletes the claims of the messages whose ids match cond (a condition on
-// message_id): on PostgreSQL in the same statement (a WITH in front of
-// query, so the same round trip), on SQLite by deleting them first.
-func (t *Tx) unclaiming(ctx context.Context, cond string, condArgs []any, query string, args []any) (string, []any, error) {
+// deletes the claim of message id: on PostgreSQL in the same statement (a
+// WITH in front of query, so the same round trip), on SQLite by deleting it
+// first.
+func (t *Tx) unclaiming(ctx context.Context, id string, query string, args []any) (string, []any, error) {
 	if t.db.dialect == Postgres {
-		return `WITH unclaimed AS (DELETE FROM message_claims WHERE ` + cond + `) ` + query, append(condArgs, args...), nil
+		return `WITH unclaimed AS (DELETE FROM message_claims WHERE message_id = ?) ` + query, append([]any{id}, args...), nil
 	}
-	_, err := t.exec(ctx, `DELETE FROM message_claims WHERE `+cond, condArgs...)
+	_, err := t.unclaim(ctx, id)
 	return query, args, err
 }
 
@@ -344,7 +344,7 @@ func (t *Tx) finish(ctx context.Context, outs []sb.Outcome) error {
 			}
 			continue
 		}
-		query, args, err := t.unclaiming(ctx, `message_id = ?`, []any{o.MessageID},
+		query, args, err := t.unclaiming(ctx, o.MessageID,
 			`UPDATE messages SET status = 'failed', failed_at = ?, failure_reason = ?, error_code = ?, run_at = NULL,
 			device_due = NULL, sent_at = COALESCE(sent_at, ?)
 			WHERE id = ? AND status IN ('queued', 'sent') RETURNING `+messageCols,

@@ -16,7 +16,6 @@ import (
 func (db *DB) QueueDepth(ctx context.Context) (int64, error) {
 	var total int64
 	for _, lane := range []string{"campaign_id IS NULL", "campaign_id IS NOT NULL"} {
-		var n int64
 		n, err := db.queueCount(ctx, `SELECT COUNT(*) FROM messages WHERE run_at IS NOT NULL AND `+lane+` AND status IN ('queued', 'sent')`)
 		if err != nil {
 			return 0, err
