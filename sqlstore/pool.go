@@ -72,6 +72,11 @@ type poolState struct {
 	failing atomic.Pointer[string]
 	// exhausted and unreachable count the callers turned away.
 	exhausted, unreachable atomic.Int64
+	// recovered is when (Unix nanoseconds) a connection was last taken
+	// after a failure: a caller that began waiting before it and timed out
+	// after it waited through the same outage, which it does not declare
+	// again.
+	recovered atomic.Int64
 }
 
 // PoolStats is the state of the PostgreSQL pool for /metrics.
@@ -96,6 +101,7 @@ func (db *DB) PoolStats() (PoolStats, bool) {
 // acquire takes a connection of the PostgreSQL pool, waiting at most
 // ConnWait. The connection goes back with Close.
 func (db *DB) acquire(ctx context.Context) (*sql.Conn, error) {
+	start := time.Now().UnixNano()
 	actx, cancel := context.WithTimeout(ctx, db.pool.opt.ConnWait)
 	conn, err := db.write.Conn(actx)
 	// database/sql tries three pooled connections before it gives up with
@@ -111,6 +117,9 @@ func (db *DB) acquire(ctx context.Context) (*sql.Conn, error) {
 		}
 		if errors.Is(err, context.DeadlineExceeded) {
 			db.pool.exhausted.Add(1)
+			if start < db.pool.recovered.Load() {
+				return nil, &UnavailableError{Reason: "pool exhausted", Err: err}
+			}
 			return nil, db.unavailable("pool exhausted", err)
 		}
 		db.pool.unreachable.Add(1)
@@ -118,6 +127,7 @@ func (db *DB) acquire(ctx context.Context) (*sql.Conn, error) {
 	}
 	if db.pool.failing.Load() != nil {
 		if was := db.pool.failing.Swap(nil); was != nil {
+			db.pool.recovered.Store(time.Now().UnixNano())
 			db.pool.opt.Log.Info("database: connections are available again", "was", *was)
 		}
 	}

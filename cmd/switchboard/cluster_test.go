@@ -157,22 +157,31 @@ func TestClusterNodeKilled(t *testing.T) {
 		t.Errorf("the killed node's work was taken over %v after its death, want within %v (+%v tolerance)", takeover, contract, tolerance)
 	}
 
-	// One survivor took it over, and logged what it moved.
+	// One survivor took it over, and logged what it moved (after its
+	// transaction committed: the line may still be on its way through the
+	// pipe).
 	var moved struct{ Messages, Deliveries int }
 	takers := 0
-	for _, p := range nodes[1:] {
-		for _, line := range strings.Split(p.logs.String(), "\n") {
-			var l struct {
-				Msg        string `json:"msg"`
-				Dead       string `json:"dead_node_id"`
-				Messages   int    `json:"messages"`
-				Deliveries int    `json:"webhook_deliveries"`
-			}
-			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "node declared dead; its claimed work taken over" && l.Dead == victimID {
-				takers++
-				moved.Messages, moved.Deliveries = l.Messages, l.Deliveries
+	logged := func() bool {
+		takers = 0
+		for _, p := range nodes[1:] {
+			for _, line := range strings.Split(p.logs.String(), "\n") {
+				var l struct {
+					Msg        string `json:"msg"`
+					Dead       string `json:"dead_node_id"`
+					Messages   int    `json:"messages"`
+					Deliveries int    `json:"webhook_deliveries"`
+				}
+				if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "node declared dead; its claimed work taken over" && l.Dead == victimID {
+					takers++
+					moved.Messages, moved.Deliveries = l.Messages, l.Deliveries
+				}
 			}
 		}
+		return takers > 0
+	}
+	for deadline := time.Now().Add(10 * time.Second); !logged() && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
 	}
 	if takers != 1 {
 		t.Fatalf("%d survivors logged taking the killed node's work over, want 1", takers)
