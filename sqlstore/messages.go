@@ -499,18 +499,10 @@ func (db *DB) inIDs(column string, ids []any) (string, []any) {
 // fixed order.
 func (t *Tx) flushBumps(ctx context.Context) error {
 	rows := t.counterRows()
-	for len(rows) > 0 {
-		n := min(len(rows), insertRows)
-		args := make([]any, 0, n*len(counterTypes))
-		for _, r := range rows[:n] {
-			args = append(args, r...)
-		}
-		if _, err := t.exec(ctx, insertCounters+` VALUES `+valueRows(n, len(counterTypes))+addCounters, args...); err != nil {
-			return err
-		}
-		rows = rows[n:]
-		t.db.limits.shardWrites.Add(int64(n))
+	if err := t.insertValues(ctx, insertCounters+` VALUES `, addCounters, len(counterTypes), rows); err != nil {
+		return err
 	}
+	t.db.limits.shardWrites.Add(int64(len(rows)))
 	t.bumps = nil
 	return nil
 }
@@ -924,19 +916,27 @@ func (t *Tx) insertMessageLater(m *sb.Message, runAt *time.Time, pinned bool, cl
 
 // flushMessages inserts the rows of insertMessageLater.
 func (t *Tx) flushMessages(ctx context.Context) error {
-	rows := t.messages
+	if err := t.insertValues(ctx, `INSERT INTO messages (`+messageInsertCols+`) VALUES `, "", messageInsertN, t.messages); err != nil {
+		return err
+	}
+	t.messages = nil
+	return nil
+}
+
+// insertValues inserts rows of width values each with head, a VALUES list
+// and tail, in statements of up to insertRows rows.
+func (t *Tx) insertValues(ctx context.Context, head, tail string, width int, rows [][]any) error {
 	for len(rows) > 0 {
 		n := min(len(rows), insertRows)
-		args := make([]any, 0, n*messageInsertN)
+		args := make([]any, 0, n*width)
 		for _, r := range rows[:n] {
 			args = append(args, r...)
 		}
-		if _, err := t.exec(ctx, `INSERT INTO messages (`+messageInsertCols+`) VALUES `+valueRows(n, messageInsertN), args...); err != nil {
+		if _, err := t.exec(ctx, head+valueRows(n, width)+tail, args...); err != nil {
 			return err
 		}
 		rows = rows[n:]
 	}
-	t.messages = nil
 	return nil
 }
 

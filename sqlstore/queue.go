@@ -158,18 +158,7 @@ func (t *Tx) flushClaims(ctx context.Context) error {
 		_, err := t.exec(ctx, insertClaims, columns(rows, len(claimTypes))...)
 		return err
 	}
-	for len(rows) > 0 {
-		n := min(len(rows), insertRows)
-		args := make([]any, 0, n*len(claimTypes))
-		for _, r := range rows[:n] {
-			args = append(args, r...)
-		}
-		if _, err := t.exec(ctx, claimInsert+`VALUES `+valueRows(n, len(claimTypes))+claimReplace, args...); err != nil {
-			return err
-		}
-		rows = rows[n:]
-	}
-	return nil
+	return t.insertValues(ctx, claimInsert+`VALUES `, claimReplace, len(claimTypes), rows)
 }
 
 // unclaiming returns query and its arguments such that running them also
