@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 	"testing"
 	"time"
@@ -93,23 +94,9 @@ func TestBatchStatementsPlannedEachTime(t *testing.T) {
 // table grows. pg_stat_xact_user_tables counts the scans of the current
 // transaction.
 func TestBatchReadsPlan(t *testing.T) {
-	url := testPostgresURL(t)
 	ctx := context.Background()
-	db, err := OpenOptions(ctx, url, Options{MaxConns: 2, Writers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	conn, err := db.write.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
+	tx := planTestTx(t)
+	scans := func() map[string][2]int64 { return xactScans(t, tx, "recipients", "tenants") }
 	reads := func(numbers ...string) map[string]any {
 		t.Helper()
 		ts, es, ns := []any{}, []any{}, []any{}
@@ -146,31 +133,6 @@ func TestBatchReadsPlan(t *testing.T) {
 	}
 	// The counts of the backend's own scans not yet reported (the
 	// migrations' among them) are the baseline.
-	scans := func() map[string][2]int64 {
-		t.Helper()
-		rows, err := tx.QueryContext(ctx, `SELECT relname, seq_scan, COALESCE(idx_scan, 0) FROM pg_stat_xact_user_tables
-			WHERE schemaname = current_schema() AND relname IN ('recipients', 'tenants')`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		out := map[string][2]int64{}
-		for rows.Next() {
-			var rel string
-			var seq, idx int64
-			if err := rows.Scan(&rel, &seq, &idx); err != nil {
-				t.Fatal(err)
-			}
-			out[rel] = [2]int64{seq, idx}
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		if len(out) != 2 {
-			t.Fatalf("pg_stat_xact_user_tables: %v, want recipients and tenants", out)
-		}
-		return out
-	}
 	before := scans()
 	// The plan is made at the first call, on empty tables.
 	for range 6 {
@@ -178,16 +140,7 @@ func TestBatchReadsPlan(t *testing.T) {
 			t.Fatalf("empty tables: %v", got)
 		}
 	}
-	noSeqScans := func(before, after map[string][2]int64, calls int64) {
-		t.Helper()
-		for rel, n := range after {
-			seq, idx := n[0]-before[rel][0], n[1]-before[rel][1]
-			if seq != 0 || idx < calls {
-				t.Errorf("%s: %d sequential scans and %d index scans in %d calls of batch_reads; want none and at least %d", rel, seq, idx, calls, calls)
-			}
-		}
-	}
-	noSeqScans(before, scans(), 6)
+	wantNoSeqScans(t, "batch_reads", before, scans(), 6)
 	now := time.Now().UnixMicro()
 	if _, err := tx.ExecContext(ctx, `INSERT INTO tenants (id, name, plan, status, trial_ends_at, created_at, phones_version) VALUES ('tn_a', 'a', 'scale', 'active', $1, $1, 7)`, now); err != nil {
 		t.Fatal(err)
@@ -207,7 +160,7 @@ func TestBatchReadsPlan(t *testing.T) {
 			t.Fatalf("batch_reads: %v, want %v", got, want)
 		}
 	}
-	noSeqScans(after, scans(), 1)
+	wantNoSeqScans(t, "batch_reads", after, scans(), 1)
 }
 
 // The send path's rows have no foreign key to their tenant on PostgreSQL
@@ -250,23 +203,9 @@ func TestSendPathWithoutTenantLocks(t *testing.T) {
 // connection, must reach messages and message_claims by their primary keys
 // even when they were made while the tables were empty.
 func TestFinishDeliveredPlan(t *testing.T) {
-	url := testPostgresURL(t)
 	ctx := context.Background()
-	db, err := OpenOptions(ctx, url, Options{MaxConns: 2, Writers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	conn, err := db.write.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
+	tx := planTestTx(t)
+	scans := func() map[string][2]int64 { return xactScans(t, tx, "messages", "message_claims") }
 	finish := func(ids ...string) []string {
 		t.Helper()
 		rows, err := tx.QueryContext(ctx, `SELECT id FROM finish_delivered($1, 2, 1)`, ids)
@@ -283,43 +222,13 @@ func TestFinishDeliveredPlan(t *testing.T) {
 		}
 		return out
 	}
-	scans := func() map[string][2]int64 {
-		t.Helper()
-		out := map[string][2]int64{}
-		rows, err := tx.QueryContext(ctx, `SELECT relname, seq_scan, COALESCE(idx_scan, 0) FROM pg_stat_xact_user_tables
-			WHERE schemaname = current_schema() AND relname IN ('messages', 'message_claims')`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var rel string
-			var seq, idx int64
-			if err := rows.Scan(&rel, &seq, &idx); err != nil {
-				t.Fatal(err)
-			}
-			out[rel] = [2]int64{seq, idx}
-		}
-		if len(out) != 2 {
-			t.Fatalf("pg_stat_xact_user_tables: %v, want messages and message_claims", out)
-		}
-		return out
-	}
-	noSeqScans := func(before, after map[string][2]int64, calls int64) {
-		t.Helper()
-		for rel, n := range after {
-			if seq, idx := n[0]-before[rel][0], n[1]-before[rel][1]; seq != 0 || idx < calls {
-				t.Errorf("%s: %d sequential scans and %d index scans in %d calls of finish_delivered; want none and at least %d", rel, seq, idx, calls, calls)
-			}
-		}
-	}
 	before := scans()
 	for range 6 { // the plans are made at the first call, on empty tables
 		if got := finish("m1", "m2"); len(got) != 0 {
 			t.Fatalf("empty tables: %v", got)
 		}
 	}
-	noSeqScans(before, scans(), 6)
+	wantNoSeqScans(t, "finish_delivered", before, scans(), 6)
 	if _, err := tx.ExecContext(ctx, `INSERT INTO messages (id, tenant_id, environment, direction, from_number, to_number, body, channel, status, created_at)
 		SELECT 'm' || i, 'tn', 'live', 'outbound', '+15005550000', '+15005550001', 'hi', 'sms', CASE WHEN i = 3 THEN 'failed' ELSE 'queued' END, 1
 		FROM generate_series(1, 2000) i`); err != nil {
@@ -332,7 +241,7 @@ func TestFinishDeliveredPlan(t *testing.T) {
 	if got := finish("m1", "m2", "m3", "m9999"); len(got) != 2 || got[0] == got[1] || (got[0] != "m1" && got[0] != "m2") || (got[1] != "m1" && got[1] != "m2") {
 		t.Fatalf("finish_delivered(m1, m2, m3 failed, m9999 unknown) = %v, want m1 and m2", got)
 	}
-	noSeqScans(after, scans(), 1)
+	wantNoSeqScans(t, "finish_delivered", after, scans(), 1)
 	var claims, delivered int
 	if err := tx.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM message_claims WHERE message_id IN ('m1', 'm2', 'm3')),
 		(SELECT COUNT(*) FROM messages WHERE status = 'delivered' AND delivered_at = 2 AND sent_at = 1 AND run_at IS NULL)`).Scan(&claims, &delivered); err != nil {
@@ -378,5 +287,69 @@ func TestReleaseClaimsPlan(t *testing.T) {
 	}
 	if moved != 2 || seq != 0 {
 		t.Fatalf("releaseClaims moved %d messages with %d sequential scans of messages; want 2 and none", moved, seq)
+	}
+}
+
+// planTestTx opens the test's PostgreSQL schema and begins a transaction on
+// one connection, rolled back when the test ends: the tests of a plan made
+// once per connection count the scans of that connection's backend.
+func planTestTx(t *testing.T) *sql.Tx {
+	t.Helper()
+	ctx := context.Background()
+	db, err := OpenOptions(ctx, testPostgresURL(t), Options{MaxConns: 2, Writers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	conn, err := db.write.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback() })
+	return tx
+}
+
+// xactScans returns the sequential and index scans of the tables rels that
+// tx's backend has counted and not reported yet (pg_stat_xact_user_tables).
+func xactScans(t *testing.T, tx *sql.Tx, rels ...string) map[string][2]int64 {
+	t.Helper()
+	rows, err := tx.QueryContext(context.Background(), `SELECT relname, seq_scan, COALESCE(idx_scan, 0) FROM pg_stat_xact_user_tables
+		WHERE schemaname = current_schema() AND relname = ANY($1)`, rels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string][2]int64{}
+	for rows.Next() {
+		var rel string
+		var seq, idx int64
+		if err := rows.Scan(&rel, &seq, &idx); err != nil {
+			t.Fatal(err)
+		}
+		out[rel] = [2]int64{seq, idx}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != len(rels) {
+		t.Fatalf("pg_stat_xact_user_tables: %v, want %v", out, rels)
+	}
+	return out
+}
+
+// wantNoSeqScans fails the test unless calls calls of fn, between the
+// counts before and after, scanned no table sequentially and each table by
+// an index at least once a call.
+func wantNoSeqScans(t *testing.T, fn string, before, after map[string][2]int64, calls int64) {
+	t.Helper()
+	for rel, n := range after {
+		if seq, idx := n[0]-before[rel][0], n[1]-before[rel][1]; seq != 0 || idx < calls {
+			t.Errorf("%s: %d sequential scans and %d index scans in %d calls of %s; want none and at least %d", rel, seq, idx, calls, fn, calls)
+		}
 	}
 }
