@@ -554,34 +554,50 @@ func (c *benchChild) profile(ctx context.Context, path string, d time.Duration) 
 // right after a garbage collection, which pprof's heap profile with gc=1
 // makes) and its resident memory, in bytes.
 func (c *benchChild) memory(ctx context.Context) (live, rss int64, err error) {
-	get := func(url string) ([]byte, error) {
-		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		defer res.Body.Close()
-		return io.ReadAll(res.Body)
-	}
-	if _, err := get("http://" + c.debug + "/debug/pprof/heap?gc=1"); err != nil {
-		return 0, 0, err
-	}
-	metrics, err := get(c.url + "/metrics")
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+c.debug+"/debug/pprof/heap?gc=1", nil)
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, 0, err
 	}
-	for _, line := range strings.Split(string(metrics), "\n") {
-		name, value, ok := strings.Cut(line, " ")
-		if ok && (name == "go_memstats_heap_inuse_bytes" || name == "go_memstats_stack_inuse_bytes") {
-			v, err := strconv.ParseFloat(value, 64)
-			if err != nil {
-				return 0, 0, err
-			}
-			live += int64(v)
-		}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	m, err := c.metrics(ctx, "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes")
+	if err != nil {
+		return 0, 0, err
 	}
+	live = int64(m["go_memstats_heap_inuse_bytes"] + m["go_memstats_stack_inuse_bytes"])
 	rss, err = benchRSS(c.pid)
 	return live, rss, err
+}
+
+// metrics reads the values of the series names (without labels) from the
+// child's /metrics; a name it does not show is an error.
+func (c *benchChild) metrics(ctx context.Context, names ...string) (map[string]float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", c.url+"/metrics", nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		name, value, ok := strings.Cut(line, " ")
+		if ok && slices.Contains(names, name) {
+			if m[name], err = strconv.ParseFloat(value, 64); err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", c.url, name, err)
+			}
+		}
+	}
+	for _, name := range names {
+		if _, ok := m[name]; !ok {
+			return nil, fmt.Errorf("%s/metrics shows no %s", c.url, name)
+		}
+	}
+	return m, nil
 }
 
 // benchStartChild starts `exe serve args...` (exe: this program when

@@ -77,6 +77,14 @@ type nodesResult struct {
 	NodeCPUUs     benchFloat `json:"node_cpu_us_per_send"`
 	PostgresCPUUs benchFloat `json:"postgres_cpu_us_per_send"`
 	BenchCPUUs    benchFloat `json:"bench_cpu_us_per_send"`
+	// The nodes' group-commit transactions over the step's rounds (the
+	// sum of switchboard_db_commits_total): the sends issued to the nodes,
+	// warmups included, and the writes they ran (sends, batches of
+	// outcomes, claims), per commit. Nodes that share the load make
+	// smaller batches, and each commit costs the nodes and PostgreSQL
+	// about the same whatever its size (docs/scale-out.md).
+	SendsPerCommit  benchFloat `json:"sends_per_commit"`
+	WritesPerCommit benchFloat `json:"writes_per_commit"`
 	// VsOneNode is MedianRatio over one node's MedianRatio for the same
 	// tenant count: each step's throughput relative to the bare handler
 	// measured beside it, so that the machine's drift between steps
@@ -136,8 +144,8 @@ func runNodes(ctx context.Context, env *benchEnv, c Config, o benchOptions, stdo
 		b.WriteByte('\n')
 	} else {
 		fmt.Fprintln(&b, header)
-		fmt.Fprintf(&b, "%-5s %-7s %9s %7s %9s %9s %10s %10s %8s %11s %-8s %-11s %-9s %-18s %s\n", "nodes", "tenants", "requests", "errors", "sends/s",
-			"bare/s", "vs bare", "vs 1 node", "p99 ms", "delivered/s", "keeps up", "cpu us/req", "idle %", "node/pg/bench us", "requests per node")
+		fmt.Fprintf(&b, "%-5s %-7s %9s %7s %9s %9s %10s %10s %8s %11s %-8s %-11s %-9s %-18s %-12s %s\n", "nodes", "tenants", "requests", "errors", "sends/s",
+			"bare/s", "vs bare", "vs 1 node", "p99 ms", "delivered/s", "keeps up", "cpu us/req", "idle %", "node/pg/bench us", "sends/commit", "requests per node")
 		for _, r := range results {
 			vs := "-"
 			if r.VsOneNode != nil {
@@ -147,12 +155,12 @@ func runNodes(ctx context.Context, env *benchEnv, c Config, o benchOptions, stdo
 			for i, x := range r.PerNode {
 				per[i] = fmt.Sprint(x)
 			}
-			fmt.Fprintf(&b, "%-5d %-7d %9d %7d %9.0f %9.0f %9.2fx %10s %8.1f %11.0f %-8s %-11s %-9s %-18s %s\n", r.Nodes, r.Tenants, r.Requests, r.Errors,
+			fmt.Fprintf(&b, "%-5d %-7d %9d %7d %9.0f %9.0f %9.2fx %10s %8.1f %11.0f %-8s %-11s %-9s %-18s %-12s %s\n", r.Nodes, r.Tenants, r.Requests, r.Errors,
 				float64(r.SendsPerS), float64(r.BarePerS), float64(r.MedianRatio), vs, float64(r.P99Ms), float64(r.DeliveredPerS),
 				passFail(r.KeepsUp), slashed("%.0f", r.BareCPUUs, r.CPUUs), slashed("%.0f", r.BareIdlePct, r.IdlePct),
-				slashed("%.0f", r.NodeCPUUs, r.PostgresCPUUs, r.BenchCPUUs), strings.Join(per, "/"))
+				slashed("%.0f", r.NodeCPUUs, r.PostgresCPUUs, r.BenchCPUUs), slashed("%.1f", r.SendsPerCommit), strings.Join(per, "/"))
 		}
-		fmt.Fprintf(&b, "(vs bare: median over the rounds of sends/s over the bare handler's req/s in the same round; vs 1 node: that ratio over one node's, so the machine's drift between steps cancels out; sends/s is the step's own figure; cpu us/req and idle %%: the whole machine's busy CPU per request and its idle share, bare handler/step; node/pg/bench us: the step's CPU per send of the nodes together, of this machine's PostgreSQL processes and of the bench's own process, the load generator)\n")
+		fmt.Fprintf(&b, "(vs bare: median over the rounds of sends/s over the bare handler's req/s in the same round; vs 1 node: that ratio over one node's, so the machine's drift between steps cancels out; sends/s is the step's own figure; cpu us/req and idle %%: the whole machine's busy CPU per request and its idle share, bare handler/step; node/pg/bench us: the step's CPU per send of the nodes together, of this machine's PostgreSQL processes and of the bench's own process, the load generator; sends/commit: the sends issued to the nodes over their group-commit transactions in the step, switchboard_db_commits_total)\n")
 		for _, v := range verdicts {
 			fmt.Fprintln(&b, v.text)
 		}
@@ -357,8 +365,19 @@ func nodesStep(ctx context.Context, env *benchEnv, c Config, o benchOptions, n i
 		}
 		return g
 	}
+	commits0, err := nodesCommits(ctx, nodes)
+	if err != nil {
+		return nil, nil, err
+	}
+	issued0 := p.issued.Load()
 	out, runErr := rounds.Run(ctx, baseline, targets, rounds.Options{Rounds: o.rounds, Duration: o.duration, Warmup: o.warmup,
 		Connections: o.connections, Groups: groups}, progress)
+	commits1, err := nodesCommits(context.WithoutCancel(ctx), nodes)
+	if err != nil {
+		return nil, nil, err
+	}
+	commits1.sub(commits0)
+	sendsPerCommit, writesPerCommit := commits1.per(float64(p.issued.Load()-issued0)), commits1.per(commits1.writes)
 	if out.Rounds == 0 {
 		if runErr == nil {
 			runErr = errors.New("no round completed")
@@ -386,7 +405,7 @@ func nodesStep(ctx context.Context, env *benchEnv, c Config, o benchOptions, n i
 			BareCPUUs: machineMicros(out.Baseline), CPUUs: machineMicros(s),
 			BareIdlePct: benchFloat(100 * out.Baseline.MedianIdle()), IdlePct: benchFloat(100 * s.MedianIdle()),
 			NodeCPUUs: perSend(s.GroupCPUPerRequest("nodes")), PostgresCPUUs: perSend(s.GroupCPUPerRequest("postgres")),
-			BenchCPUUs: perSend(s.CPUPerRequest())}
+			BenchCPUUs: perSend(s.CPUPerRequest()), SendsPerCommit: sendsPerCommit, WritesPerCommit: writesPerCommit}
 		if math.IsNaN(float64(r.DeliveredPerS)) {
 			r.DeliveredPerS = f.DeliveredPerS
 		}
@@ -400,6 +419,37 @@ func nodesStep(ctx context.Context, env *benchEnv, c Config, o benchOptions, n i
 		results = append(results, r)
 	}
 	return results, failures, nil
+}
+
+// nodeCommits is what the nodes' group-commit writers did.
+type nodeCommits struct{ commits, writes float64 }
+
+// nodesCommits sums the group-commit counters of the nodes' /metrics.
+func nodesCommits(ctx context.Context, nodes []*benchChild) (nodeCommits, error) {
+	var sum nodeCommits
+	for _, ch := range nodes {
+		m, err := ch.metrics(ctx, "switchboard_db_commits_total", "switchboard_db_commit_writes_total")
+		if err != nil {
+			return sum, err
+		}
+		sum.commits += m["switchboard_db_commits_total"]
+		sum.writes += m["switchboard_db_commit_writes_total"]
+	}
+	return sum, nil
+}
+
+// sub makes c the counts since before.
+func (c *nodeCommits) sub(before nodeCommits) {
+	c.commits -= before.commits
+	c.writes -= before.writes
+}
+
+// per is x per commit, NaN without a commit.
+func (c nodeCommits) per(x float64) benchFloat {
+	if c.commits <= 0 {
+		return benchFloat(math.NaN())
+	}
+	return benchFloat(x / c.commits)
 }
 
 // machineMicros is s's machine CPU per request in microseconds, NaN when

@@ -68,6 +68,8 @@ func TestBenchNodes(t *testing.T) {
 		NodeCPUUs      *float64 `json:"node_cpu_us_per_send"`
 		PostgresCPUUs  *float64 `json:"postgres_cpu_us_per_send"`
 		BenchCPUUs     *float64 `json:"bench_cpu_us_per_send"`
+		SendsPerCommit *float64 `json:"sends_per_commit"`
+		WritesPerCom   *float64 `json:"writes_per_commit"`
 	}
 	var sum struct {
 		Summary  bool
@@ -124,6 +126,11 @@ func TestBenchNodes(t *testing.T) {
 			if local := strings.Contains(base, "127.0.0.1") || strings.Contains(base, "localhost"); local && (l.PostgresCPUUs == nil || *l.PostgresCPUUs <= 0) {
 				t.Errorf("line %d: PostgreSQL's CPU per send %v with the database on this machine", i, l.PostgresCPUUs)
 			}
+		}
+		// A commit holds at least one write, and at most the sends of the
+		// 8 connections, which wait for it.
+		if l.SendsPerCommit == nil || *l.SendsPerCommit <= 0 || *l.SendsPerCommit > 8 || l.WritesPerCom == nil || *l.WritesPerCom < 1 {
+			t.Errorf("line %d: sends per commit %v, writes per commit %v", i, l.SendsPerCommit, l.WritesPerCom)
 		}
 		if len(l.PerNode) != l.Nodes {
 			t.Errorf("line %d: requests per node %v for %d nodes", i, l.PerNode, l.Nodes)

@@ -177,7 +177,7 @@ func startBenchSendPipeline(ctx context.Context, store *sqlstore.DB, interval ti
 	}
 	p := &benchSendPipeline{store: store, start: time.Now(), counts0: counts, interval: interval,
 		quit: make(chan struct{}), done: make(chan struct{})}
-	p.batches0, p.writes0 = sqlstore.BatchStats()
+	p.batches0, p.writes0 = store.BatchStats()
 	if err := p.sample(ctx); err != nil {
 		return nil, err
 	}
@@ -274,7 +274,7 @@ func (p *benchSendPipeline) figures(ctx context.Context, o rounds.Outcome) (benc
 	interrupted := ctx.Done()
 	ctx = context.WithoutCancel(ctx)
 	end := time.Now()
-	batches, writes := sqlstore.BatchStats()
+	batches, writes := p.store.BatchStats()
 	p.stop()
 	if err := p.sample(ctx); err != nil {
 		return benchPipelineFigures{}, err

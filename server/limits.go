@@ -128,7 +128,7 @@ type nodeCollector struct {
 
 	backend, fallbacks, redisErrors                             *prometheus.Desc
 	poolConns, poolMax, poolWaits, poolWaitSeconds, unavailable *prometheus.Desc
-	writers                                                     *prometheus.Desc
+	writers, commits, commitWrites                              *prometheus.Desc
 	httpOpen, httpMax, httpWaits                                *prometheus.Desc
 }
 
@@ -155,6 +155,11 @@ func newNodeCollector(db *sqlstore.DB, lim *limits, conns *connLimiter, max int)
 		writers: prometheus.NewDesc("switchboard_db_writers",
 			"Group-commit writers of the node taking work now: each batches concurrent writes into one transaction "+
 				"(--db-writers; by default 2 while the node is the only live one, 1 while other nodes share the database).", nil, nil),
+		commits: prometheus.NewDesc("switchboard_db_commits_total",
+			"Transactions the node's group-commit writers committed (or tried to): one commit, one fsync, for a batch of writes.", nil, nil),
+		commitWrites: prometheus.NewDesc("switchboard_db_commit_writes_total",
+			"Writes (an accepted send, a batch of hand-offs or outcomes, a claim) run in those transactions; "+
+				"over switchboard_db_commits_total, the writes one commit serves.", nil, nil),
 		httpOpen: prometheus.NewDesc("switchboard_http_connections_open",
 			"HTTP connections open now (keep-alives and event streams included).", nil, nil),
 		httpMax: prometheus.NewDesc("switchboard_http_connections_max",
@@ -166,7 +171,7 @@ func newNodeCollector(db *sqlstore.DB, lim *limits, conns *connLimiter, max int)
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.backend, c.fallbacks, c.redisErrors, c.poolConns, c.poolMax, c.poolWaits,
-		c.poolWaitSeconds, c.unavailable, c.writers, c.httpOpen, c.httpMax, c.httpWaits} {
+		c.poolWaitSeconds, c.unavailable, c.writers, c.commits, c.commitWrites, c.httpOpen, c.httpMax, c.httpWaits} {
 		ch <- d
 	}
 }
@@ -199,6 +204,9 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.unavailable, float64(ps.Unreachable), "unreachable")
 	}
 	gauge(c.writers, float64(c.db.Writers()))
+	commits, writes := c.db.BatchStats()
+	counter(c.commits, float64(commits))
+	counter(c.commitWrites, float64(writes))
 	if c.conns != nil {
 		gauge(c.httpOpen, float64(c.conns.open.Load()))
 		gauge(c.httpMax, float64(c.max))

@@ -21,7 +21,7 @@ func BenchmarkAcceptSend(b *testing.B) {
 	}
 	defer db.Close()
 	send := benchSender(b, db)
-	runSends(b, send, func(int64) string { return "+15005550000" })
+	runSends(b, db, send, func(int64) string { return "+15005550000" })
 }
 
 // BenchmarkAcceptSendDistinct is BenchmarkAcceptSend on PostgreSQL with
@@ -40,7 +40,7 @@ func BenchmarkAcceptSendDistinct(b *testing.B) {
 		}
 	}
 	prefetches, single := readStats.prefetches.Load(), readStats.single.Load()
-	runSends(b, send, func(i int64) string { return numbers[i*7919%int64(len(numbers))] })
+	runSends(b, db, send, func(i int64) string { return numbers[i*7919%int64(len(numbers))] })
 	b.ReportMetric(float64(readStats.prefetches.Load()-prefetches)/float64(b.N), "prefetches/op")
 	b.ReportMetric(float64(readStats.single.Load()-single)/float64(b.N), "single-reads/op")
 }
@@ -50,7 +50,7 @@ func BenchmarkAcceptSendDistinct(b *testing.B) {
 func BenchmarkAcceptSendNew(b *testing.B) {
 	db := openTestDB(b, testPostgresURL(b))
 	send := benchSender(b, db)
-	runSends(b, send, func(i int64) string { return fmt.Sprintf("+1212%07d", i) })
+	runSends(b, db, send, func(i int64) string { return fmt.Sprintf("+1212%07d", i) })
 }
 
 // benchSender makes a Scale tenant with one phone on db and returns a
@@ -74,8 +74,8 @@ func benchSender(b *testing.B, db *DB) func(to string) error {
 
 // runSends times b.N sends from 64 goroutines, the i-th (from 1) to to(i),
 // and reports the average batch of the group commit over them.
-func runSends(b *testing.B, send func(to string) error, to func(i int64) string) {
-	batches, reqs := batchStats.n.Load(), batchStats.reqs.Load()
+func runSends(b *testing.B, db *DB, send func(to string) error, to func(i int64) string) {
+	batches, reqs := db.BatchStats()
 	var next atomic.Int64
 	b.SetParallelism(32) // 64 goroutines on 2 cores
 	b.ResetTimer()
@@ -87,5 +87,6 @@ func runSends(b *testing.B, send func(to string) error, to func(i int64) string)
 		}
 	})
 	b.StopTimer()
-	b.ReportMetric(float64(batchStats.reqs.Load()-reqs)/float64(batchStats.n.Load()-batches), "reqs/batch")
+	batches1, reqs1 := db.BatchStats()
+	b.ReportMetric(float64(reqs1-reqs)/float64(batches1-batches), "reqs/batch")
 }

@@ -49,6 +49,10 @@ type batcher struct {
 	active atomic.Int32
 	mu     sync.Mutex
 	wake   chan struct{}
+
+	// commits counts the writers' transactions (committed or tried) and
+	// writes the callers' work they ran: see DB.BatchStats.
+	commits, writes atomic.Int64
 }
 
 // newBatcher starts writers writer goroutines, active of which take work.
@@ -241,8 +245,8 @@ func (b *batcher) loop(i, shard int) {
 			continue
 		}
 		prev = len(batch)
-		batchStats.n.Add(1)
-		batchStats.reqs.Add(int64(len(batch)))
+		b.commits.Add(1)
+		b.writes.Add(int64(len(batch)))
 		if ok {
 			err = tx.commit(context.Background())
 		} else if tx != nil {
@@ -422,8 +426,6 @@ func isRetryable(err error) bool {
 	}
 	return false
 }
-
-var batchStats struct{ n, reqs atomic.Int64 }
 
 // txMark is where a caller's work began in a transaction's deferred work.
 type txMark struct{ takes, messages, claims, recipients int }

@@ -99,12 +99,14 @@ func (db *DB) PendingDeliveries(ctx context.Context) (int64, error) {
 	return n, err
 }
 
-// BatchStats returns how many transactions the group-commit writers of this
-// process have committed (or tried to) and how many Write calls they ran:
-// their ratio is the average batch, the number of callers one commit (one
-// fsync) serves.
-func BatchStats() (batches, writes int64) {
-	return batchStats.n.Load(), batchStats.reqs.Load()
+// BatchStats returns how many transactions the group-commit writers of db
+// have committed (or tried to) and how many writes (Write calls: an accepted
+// send, a batch of hand-offs or outcomes, a claim) they ran in them: their
+// ratio is the average batch, the number of writes one commit (one fsync)
+// serves. /metrics shows both (switchboard_db_commits_total,
+// switchboard_db_commit_writes_total).
+func (db *DB) BatchStats() (commits, writes int64) {
+	return db.batch.commits.Load(), db.batch.writes.Load()
 }
 
 // Gauges is the outstanding work of every tenant, as /metrics shows it at

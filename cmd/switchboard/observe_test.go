@@ -244,6 +244,11 @@ func TestObservability(t *testing.T) {
 				t.Errorf("%s = %v, want at least %v", series, got, atLeast)
 			}
 		}
+		// The group-commit writers' transactions and the writes in them:
+		// at least the six messages handed over, each written once.
+		if commits, writes := metric(text, `switchboard_db_commits_total`), metric(text, `switchboard_db_commit_writes_total`); commits < 1 || writes < 6 || writes < commits {
+			t.Errorf("switchboard_db_commits_total = %v, switchboard_db_commit_writes_total = %v; want at least 1 and 6, and no more commits than writes", commits, writes)
+		}
 
 		// No key, secret, token or message text in any log line.
 		logs := s.logs.String()
