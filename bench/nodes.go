@@ -372,10 +372,9 @@ func nodesStep(ctx context.Context, env *benchEnv, c Config, o benchOptions, n i
 	issued0 := p.issued.Load()
 	out, runErr := rounds.Run(ctx, baseline, targets, rounds.Options{Rounds: o.rounds, Duration: o.duration, Warmup: o.warmup,
 		Connections: o.connections, Groups: groups}, progress)
-	commits1, err := nodesCommits(context.WithoutCancel(ctx), nodes)
-	if err != nil {
-		return nil, nil, err
-	}
+	// A node that cannot answer now leaves the figure out (NaN), not the
+	// step's others.
+	commits1, _ := nodesCommits(context.WithoutCancel(ctx), nodes)
 	commits1.sub(commits0)
 	sendsPerCommit, writesPerCommit := commits1.per(float64(p.issued.Load()-issued0)), commits1.per(commits1.writes)
 	if out.Rounds == 0 {
@@ -430,7 +429,7 @@ func nodesCommits(ctx context.Context, nodes []*benchChild) (nodeCommits, error)
 	for _, ch := range nodes {
 		m, err := ch.metrics(ctx, "switchboard_db_commits_total", "switchboard_db_commit_writes_total")
 		if err != nil {
-			return sum, err
+			return nodeCommits{}, err
 		}
 		sum.commits += m["switchboard_db_commits_total"]
 		sum.writes += m["switchboard_db_commit_writes_total"]
@@ -438,8 +437,11 @@ func nodesCommits(ctx context.Context, nodes []*benchChild) (nodeCommits, error)
 	return sum, nil
 }
 
-// sub makes c the counts since before.
+// sub makes c the counts since before (none, when c is zero: read failed).
 func (c *nodeCommits) sub(before nodeCommits) {
+	if c.commits == 0 {
+		return
+	}
 	c.commits -= before.commits
 	c.writes -= before.writes
 }
