@@ -12,11 +12,7 @@ import (
 func TestBatchStats(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, url string) {
 		ctx := context.Background()
-		db, err := OpenOptions(ctx, url, Options{MaxConns: 4, Writers: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
+		db := openTestDBOptions(t, url, Options{MaxConns: 4, Writers: 1})
 		insert := probeInserts(t, db)
 		commits0, writes0 := db.BatchStats()
 

@@ -319,11 +319,7 @@ func TestWritersFollowLiveNodes(t *testing.T) {
 	url := testPostgresURL(t)
 	ctx := context.Background()
 	a, b := openTestDB(t, url), openTestDB(t, url)
-	fixed, err := OpenOptions(ctx, url, Options{Writers: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fixed.Close() })
+	fixed := openTestDBOptions(t, url, Options{Writers: 3})
 	insert := probeInserts(t, a)
 	n := 0
 	write := func(db *DB) {

@@ -24,11 +24,7 @@ import (
 func TestBatchStatementsPlannedEachTime(t *testing.T) {
 	url := testPostgresURL(t)
 	ctx := context.Background()
-	db, err := OpenOptions(ctx, url, Options{MaxConns: 2, Writers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openTestDBOptions(t, url, Options{MaxConns: 2, Writers: 1})
 	tn := writeTestTenant(t, db)
 	writeTestPhone(t, db, tn.ID, 0)
 	for i := range 8 {
@@ -169,11 +165,7 @@ func TestBatchReadsPlan(t *testing.T) {
 func TestSendPathWithoutTenantLocks(t *testing.T) {
 	url := testPostgresURL(t)
 	ctx := context.Background()
-	db, err := OpenOptions(ctx, url, Options{MaxConns: 2, Writers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openTestDBOptions(t, url, Options{MaxConns: 2, Writers: 1})
 	rows, err := db.write.QueryContext(ctx, `SELECT conrelid::regclass::text FROM pg_constraint
 		WHERE contype = 'f' AND confrelid = 'tenants'::regclass AND conrelid::regclass::text IN ('messages', 'recipients')`)
 	if err != nil {
@@ -296,11 +288,7 @@ func TestReleaseClaimsPlan(t *testing.T) {
 func planTestTx(t *testing.T) *sql.Tx {
 	t.Helper()
 	ctx := context.Background()
-	db, err := OpenOptions(ctx, testPostgresURL(t), Options{MaxConns: 2, Writers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openTestDBOptions(t, testPostgresURL(t), Options{MaxConns: 2, Writers: 1})
 	conn, err := db.write.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -19,11 +19,7 @@ import (
 func TestBatchReadsAhead(t *testing.T) {
 	url := testPostgresURL(t)
 	ctx := context.Background()
-	db, err := OpenOptions(ctx, url, Options{MaxConns: 4, Writers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openTestDBOptions(t, url, Options{MaxConns: 4, Writers: 1})
 	tn := writeTestTenant(t, db)
 	first := writeTestPhone(t, db, tn.ID, 0)
 	number := func(i int) string { return fmt.Sprintf("+1500555%04d", 100+i) }

@@ -119,11 +119,7 @@ func proxiedStore(t *testing.T) (*DB, *tcpproxy.Proxy, string) {
 	}
 	proxy := tcpproxy.New(t, u.Host)
 	u.Host = proxy.Addr()
-	db, err := OpenOptions(context.Background(), u.String(), Options{MaxConns: 2, Writers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openTestDBOptions(t, u.String(), Options{MaxConns: 2, Writers: 1})
 	tn := writeTestTenant(t, db)
 	writeTestPhone(t, db, tn.ID, 0)
 	return db, proxy, tn.ID

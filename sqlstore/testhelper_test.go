@@ -22,7 +22,13 @@ var (
 // PostgreSQL schema is dropped).
 func openTestDB(t testing.TB, url string) *DB {
 	t.Helper()
-	db, err := Open(context.Background(), url)
+	return openTestDBOptions(t, url, Options{})
+}
+
+// openTestDBOptions is openTestDB with the pool's options.
+func openTestDBOptions(t testing.TB, url string, opt Options) *DB {
+	t.Helper()
+	db, err := OpenOptions(context.Background(), url, opt)
 	if err != nil {
 		t.Fatalf("open %s: %v", url, err)
 	}
