@@ -128,7 +128,7 @@ type nodeCollector struct {
 
 	backend, fallbacks, redisErrors                             *prometheus.Desc
 	poolConns, poolMax, poolWaits, poolWaitSeconds, unavailable *prometheus.Desc
-	writers, commits, commitWrites                              *prometheus.Desc
+	writers, commits, commitWrites, keptReads, staleReads       *prometheus.Desc
 	httpOpen, httpMax, httpWaits                                *prometheus.Desc
 }
 
@@ -160,6 +160,11 @@ func newNodeCollector(db *sqlstore.DB, lim *limits, conns *connLimiter, max int)
 		commitWrites: prometheus.NewDesc("switchboard_db_commit_writes_total",
 			"Writes (an accepted send, a batch of hand-offs or outcomes, a claim) run in those transactions; "+
 				"over switchboard_db_commits_total, the writes one commit serves.", nil, nil),
+		keptReads: prometheus.NewDesc("switchboard_db_kept_reads_total",
+			"Reads of the send path (a recipient, a tenant's phones' version) that batches took from what the node kept instead of "+
+				"reading them, checked in the batch's first round trip (PostgreSQL).", nil, nil),
+		staleReads: prometheus.NewDesc("switchboard_db_stale_reads_total",
+			"Transactions whose check found a kept read changed by another node: the batch ran again, reading afresh (PostgreSQL).", nil, nil),
 		httpOpen: prometheus.NewDesc("switchboard_http_connections_open",
 			"HTTP connections open now (keep-alives and event streams included).", nil, nil),
 		httpMax: prometheus.NewDesc("switchboard_http_connections_max",
@@ -171,7 +176,7 @@ func newNodeCollector(db *sqlstore.DB, lim *limits, conns *connLimiter, max int)
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.backend, c.fallbacks, c.redisErrors, c.poolConns, c.poolMax, c.poolWaits,
-		c.poolWaitSeconds, c.unavailable, c.writers, c.commits, c.commitWrites, c.httpOpen, c.httpMax, c.httpWaits} {
+		c.poolWaitSeconds, c.unavailable, c.writers, c.commits, c.commitWrites, c.keptReads, c.staleReads, c.httpOpen, c.httpMax, c.httpWaits} {
 		ch <- d
 	}
 }
@@ -207,6 +212,9 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	commits, writes := c.db.BatchStats()
 	counter(c.commits, float64(commits))
 	counter(c.commitWrites, float64(writes))
+	kept, stale := c.db.KeptReadStats()
+	counter(c.keptReads, float64(kept))
+	counter(c.staleReads, float64(stale))
 	if c.conns != nil {
 		gauge(c.httpOpen, float64(c.conns.open.Load()))
 		gauge(c.httpMax, float64(c.max))

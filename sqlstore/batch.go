@@ -138,8 +138,9 @@ func (db *DB) Write(ctx context.Context, fn func(*Tx) error) error {
 }
 
 // writeReading is Write for work whose first reads are the recipient
-// reads and its tenant's phones' version: the writer reads those of all the
-// callers waiting at once, in one round trip (see Tx.prefetch).
+// reads and its tenant's phones' version: the writer takes what the node
+// kept of them (Tx.assume) and reads the rest for all the callers waiting
+// at once, in one round trip (see Tx.prefetch).
 func (db *DB) writeReading(ctx context.Context, fn func(*Tx) error, reads rcpKey) error {
 	r := reqPool.Get().(*batchReq)
 	r.ctx, r.fn, r.err, r.reads = ctx, fn, nil, reads
@@ -267,8 +268,9 @@ func (b *batcher) loop(i, shard int) {
 
 // take runs the callers of batch from index from in the writer's open
 // transaction, with every caller waiting in the queue now (up to maxBatch),
-// which it appends to batch: first it reads what they all read first
-// (Tx.prefetch), then it runs them in order. It reports whether the
+// which it appends to batch: first it takes what they all read first from
+// what the node kept (Tx.assume) and reads the rest (Tx.prefetch), then it
+// runs them in order. It reports whether the
 // transaction can go on (see exec); callers it appended but did not run
 // are run with the rest of the batch when the batch is run again.
 func (b *batcher) take(tx *Tx, batch []*batchReq, from int) ([]*batchReq, bool) {
@@ -281,6 +283,7 @@ drain:
 			break drain
 		}
 	}
+	tx.assume(batch[from:])
 	if err := tx.prefetch(batch[from:]); err != nil {
 		return batch, false
 	}

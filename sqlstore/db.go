@@ -100,6 +100,9 @@ type DB struct {
 	// allow holds the units of limited daily counters this node reserved
 	// and has not spent; shardBase is the first of the counter shards its
 	// writers add to (see counters.go).
+	// reads keeps the send path's reads for later batches (keptreads.go).
+	reads keptReads
+
 	allow          allowances
 	limits         limitCounters
 	shardBase      int
@@ -349,6 +352,7 @@ func openPostgres(url string, opt Options) (*DB, error) {
 	beat.SetMaxIdleConns(1)
 	db := &DB{dialect: Postgres, write: pool, read: pool, beat: beat, dsn: url}
 	db.pool.opt = opt
+	db.reads.on = true
 	return db, nil
 }
 
@@ -539,7 +543,8 @@ func (r row) classify(err error) error {
 // goroutine every send waits for. On PostgreSQL it also lets the BEGIN go
 // with the first statement and the COMMIT with the deferred writes, in one
 // round trip each (pgx's pipeline, which database/sql cannot reach): a
-// batch of sends costs two round trips instead of four.
+// batch of sends costs two round trips instead of four, and one when it
+// reads nothing the node has not kept (keptreads.go).
 type Tx struct {
 	db *DB
 	// tx is the connection the transaction runs on; conn is the same
@@ -579,6 +584,9 @@ type Tx struct {
 	// ahead for a batch by prefetch.
 	recipients map[rcpKey]recipient
 	versions   map[string]int64
+	// assumed is what of them the transaction took from the node's kept
+	// reads, checked with its BEGIN (see keptreads.go).
+	assumed assumedReads
 	// newRecipients are rows of recipients inserted with the commit's
 	// statement (insertRecipient, PostgreSQL).
 	newRecipients [][]any
@@ -709,8 +717,9 @@ func (t *Tx) ensureBegun() error {
 	return t.start(nil)
 }
 
-// start begins the transaction on PostgreSQL: it sends BEGIN and the
-// statements that queue adds to b after it, in one round trip. A
+// start begins the transaction on PostgreSQL: it sends BEGIN, the check of
+// what the transaction assumed (queueCheck), and the statements that queue
+// adds to b after them, in one round trip. A
 // connection found broken then, before any of the transaction has run, is
 // replaced with another and all is sent again, up to badConnRetries times
 // (queue's callbacks must keep what they read only once the batch has
@@ -720,6 +729,7 @@ func (t *Tx) start(queue func(b *pgx.Batch)) error {
 	for attempt := 0; ; attempt++ {
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
+		t.queueCheck(b)
 		if queue != nil {
 			queue(b)
 		}
@@ -734,6 +744,7 @@ func (t *Tx) start(queue func(b *pgx.Batch)) error {
 			return nil
 		}
 		if !broken && !errors.Is(err, driver.ErrBadConn) {
+			t.staleReads(err)
 			t.startErr = err
 			return err
 		}
@@ -790,10 +801,11 @@ func (t *Tx) commit(ctx context.Context) error {
 }
 
 // commitPostgres sends the transaction's deferred writes (deferredStatement)
-// and its COMMIT in one round trip, with its BEGIN too when no statement
-// has run yet; a transaction with neither sends nothing. sent is false when
-// the COMMIT cannot have run: the deferred statement failed with the
-// server's error (the transaction is then still to be rolled back), or the
+// and its COMMIT in one round trip, with its BEGIN and the check of what it
+// assumed (queueCheck) too when no statement has run yet; a transaction
+// with none of them sends nothing. sent is false when the COMMIT cannot
+// have run: the check or the deferred statement failed with the server's
+// error (the transaction is then still to be rolled back), or the
 // transaction could not begin. The connection is given back once the
 // transaction has ended.
 func (t *Tx) commitPostgres() (sent bool, err error) {
@@ -801,13 +813,14 @@ func (t *Tx) commitPostgres() (sent bool, err error) {
 		return false, t.startErr // start could not replace a broken connection
 	}
 	query, args, counters := t.deferredStatement()
-	if query == "" && !t.begun {
+	if query == "" && !t.begun && t.assumed.empty() {
 		t.endConn()
 		return true, nil
 	}
 	b := &pgx.Batch{}
 	if !t.begun {
 		b.Queue("BEGIN")
+		t.queueCheck(b) // the callers' verdicts too rest on what it assumed
 	}
 	if query != "" {
 		b.Queue(query, args...)
@@ -832,6 +845,7 @@ func (t *Tx) commitPostgres() (sent bool, err error) {
 	t.begun = true
 	var pe *pgconn.PgError
 	if stmtErr != nil && errors.As(stmtErr, &pe) {
+		t.staleReads(stmtErr)
 		return false, stmtErr // refused by the server: the pipeline stopped before COMMIT
 	}
 	t.endConn()

@@ -137,7 +137,8 @@ type rcpKey struct {
 
 // prefetch reads, on PostgreSQL, what the work of reqs reads first: their
 // recipients and their tenants' phones' versions, those the transaction has
-// not read yet, all in one statement. The group commit runs a batch's
+// not read yet nor taken from what the node kept (assume), all in one
+// statement, and the node keeps what it read for later batches. The group commit runs a batch's
 // callers one after the other; reading for each in turn cost a round trip
 // per recipient and one per tenant, each waiting for a core on a loaded
 // machine, while the batch's callers waited for all of them. What it reads
@@ -202,6 +203,7 @@ func (t *Tx) prefetch(reqs []*batchReq) error {
 			return err
 		}
 	}
+	t.db.reads.keep(got)
 	if t.versions == nil && len(got.versions) > 0 {
 		t.versions = map[string]int64{}
 	}
@@ -278,12 +280,15 @@ func (t *Tx) readRecipient(ctx context.Context, tenantID string, env sb.Environm
 	err := t.queryRow(ctx, `SELECT opted_out, phone_id, reserved_by FROM recipients WHERE tenant_id = ? AND environment = ? AND number = ?`,
 		tenantID, string(env), number).Scan(&opted, &phone, &reserved)
 	if errors.Is(err, sql.ErrNoRows) {
+		t.db.reads.keepRecipient(rcpKey{tenantID, env, number}, r)
 		return r, nil
 	}
 	if err != nil {
 		return r, err
 	}
-	return recipient{known: true, optedOut: opted != 0, phoneID: phone.String, reservedBy: reserved.String}, nil
+	r = recipient{known: true, optedOut: opted != 0, phoneID: phone.String, reservedBy: reserved.String}
+	t.db.reads.keepRecipient(rcpKey{tenantID, env, number}, r)
+	return r, nil
 }
 
 // insertRecipient records a recipient the transaction read as unknown. On
@@ -304,8 +309,10 @@ func (t *Tx) insertRecipient(ctx context.Context, k rcpKey, phoneID string, now 
 	if kept == nil {
 		kept = map[rcpKey]recipient{}
 	}
-	kept[k] = recipient{known: true, phoneID: phoneID}
+	r := recipient{known: true, phoneID: phoneID}
+	kept[k] = r
 	t.recipients = kept
+	t.afterCommit(func() { t.db.reads.keepRecipient(k, r) })
 	return nil
 }
 
@@ -573,6 +580,7 @@ func (t *Tx) phoneList(ctx context.Context, key phoneKey, now time.Time) (*txPho
 		if err := t.queryRow(ctx, `SELECT phones_version FROM tenants WHERE id = ?`, key.tenantID).Scan(&version); err != nil {
 			return nil, err
 		}
+		t.db.reads.keepVersion(key.tenantID, version)
 	}
 	uses, cached := t.db.phoneCache.get(key, version)
 	if !cached {
@@ -810,6 +818,8 @@ func (db *DB) acceptFn(ctx context.Context, s *sb.Send, h *handover) func(*Tx) e
 				WHERE tenant_id = ? AND environment = ? AND number = ?`, m.PhoneID, m.TenantID, string(m.Env), m.To); err != nil {
 				return err
 			}
+			kept := recipient{known: true, phoneID: cmp.Or(rcp.phoneID, m.PhoneID)}
+			tx.afterCommit(func() { db.reads.keepRecipient(rcpKey{m.TenantID, m.Env, m.To}, kept) })
 		}
 		runAt := now
 		m.Attempts = 0
@@ -1063,6 +1073,9 @@ func (tx *Tx) inbound(ctx context.Context, m *sb.Message, hooks hookCache) error
 	if err != nil {
 		return err
 	}
+	// Kept as it was read, the recipient would cost the next batch of
+	// sends to it a second run (see keptreads.go).
+	tx.afterCommit(func() { tx.db.reads.keepRecipient(rcpKey{m.TenantID, m.Env, m.From}, recipient{}) })
 	if err := tx.insertMessage(ctx, m, nil, false); err != nil {
 		return err
 	}

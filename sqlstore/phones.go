@@ -296,6 +296,7 @@ func (t *Tx) phonesChanged(ctx context.Context, tenantID string) error {
 	t.afterCommit(func() {
 		t.db.phoneCache.forget(tenantID)
 		t.db.allow.forgetEmpty(tenantID)
+		t.db.reads.forgetTenant(tenantID)
 	})
 	_, err := t.exec(ctx, `UPDATE tenants SET phones_version = phones_version + 1 WHERE id = ?`, tenantID)
 	return err

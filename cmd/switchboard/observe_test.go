@@ -230,6 +230,7 @@ func TestObservability(t *testing.T) {
 			`switchboard_phones{kind="android",status="online"}`:          0,
 			`switchboard_queue_depth{lane="direct"}`:                      0,
 			`switchboard_queue_depth{lane="device"}`:                      0,
+			`switchboard_db_stale_reads_total`:                            0, // no other node changed what this one kept
 		} {
 			if got := metric(text, series); got != want {
 				t.Errorf("%s = %v, want %v", series, got, want)
@@ -239,6 +240,7 @@ func TestObservability(t *testing.T) {
 			`switchboard_webhook_attempts_total{result="http_error"}`:            1,
 			`switchboard_webhook_attempt_duration_seconds_count`:                 1,
 			`switchboard_http_requests_total{route="GET /metrics",status="200"}`: 1,
+			`switchboard_db_kept_reads_total`:                                    0,
 		} {
 			if got := metric(text, series); got < atLeast {
 				t.Errorf("%s = %v, want at least %v", series, got, atLeast)
