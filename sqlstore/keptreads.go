@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,7 @@ const staleReadsCode = "SBR01"
 
 type keptReads struct {
 	on      bool // PostgreSQL: set when the DB opens
+	max     int  // recipients kept at most; 0 for maxKeptRecipients
 	mu      sync.Mutex
 	tenants map[string]*keptTenant
 	n       int // recipients kept, of all tenants
@@ -92,7 +94,7 @@ func (c *keptReads) keepRecipientLocked(k rcpKey, r recipient) {
 	}
 	kt := c.tenant(k.tenantID, true)
 	if _, ok := kt.recipients[k]; !ok {
-		for c.n >= maxKeptRecipients {
+		if c.n >= cmp.Or(c.max, maxKeptRecipients) {
 			c.dropSome(k.tenantID)
 		}
 		c.n++
@@ -103,18 +105,19 @@ func (c *keptReads) keepRecipientLocked(k rcpKey, r recipient) {
 // dropSome forgets the recipients of a tenant other than keep if there is
 // one with any (map order: an arbitrary one), else keep's.
 func (c *keptReads) dropSome(keep string) {
-	victim := ""
+	var victim *keptTenant
 	for id, kt := range c.tenants {
 		if len(kt.recipients) > 0 {
-			victim = id
+			victim = kt
 			if id != keep {
 				break
 			}
 		}
 	}
-	kt := c.tenants[victim]
-	c.n -= len(kt.recipients)
-	kt.recipients = map[rcpKey]recipient{}
+	if victim != nil {
+		c.n -= len(victim.recipients)
+		clear(victim.recipients)
+	}
 }
 
 // keepVersion keeps v as the version of tenantID's phones.

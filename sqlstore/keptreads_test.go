@@ -188,3 +188,47 @@ func TestCheckReadsPlan(t *testing.T) {
 		}
 	}
 }
+
+// A node keeps at most max recipients: one more forgets the recipients of
+// another tenant (or, with no other, of its own), never the phones'
+// versions; an unknown recipient is not kept, and a tenant forgotten is
+// forgotten whole.
+func TestKeptReadsBounded(t *testing.T) {
+	c := &keptReads{on: true, max: 3}
+	k := func(tenant, number string) rcpKey { return rcpKey{tenant, sb.Live, number} }
+	known := recipient{known: true, phoneID: "ph"}
+	kept := func(tenant string) int {
+		if kt := c.tenants[tenant]; kt != nil {
+			return len(kt.recipients)
+		}
+		return 0
+	}
+	c.keepVersion("a", 7)
+	c.keepRecipient(k("a", "1"), known)
+	c.keepRecipient(k("a", "2"), known)
+	c.keepRecipient(k("b", "1"), known)
+	c.keepRecipient(k("b", "1"), known) // the same one again takes no room
+	if c.n != 3 || kept("a") != 2 || kept("b") != 1 {
+		t.Fatalf("kept %d: a %d, b %d; want 3: 2 and 1", c.n, kept("a"), kept("b"))
+	}
+	c.keepRecipient(k("b", "2"), known)
+	if c.n != 2 || kept("a") != 0 || kept("b") != 2 || c.tenants["a"].version != 7 || !c.tenants["a"].hasVersion {
+		t.Fatalf("after a fourth: kept %d: a %d (version %+v), b %d; want 2: a's forgotten, its version kept, and b's 2", c.n, kept("a"), c.tenants["a"], kept("b"))
+	}
+	c.keepRecipient(k("b", "3"), known)
+	c.keepRecipient(k("b", "4"), known) // only b has any: b's go
+	if c.n != 1 || kept("b") != 1 {
+		t.Fatalf("with one tenant over the bound: kept %d, b %d; want 1 and 1", c.n, kept("b"))
+	}
+	c.keepRecipient(k("b", "4"), recipient{}) // unknown now: forgotten
+	c.forgetTenant("a")
+	if c.n != 0 || kept("b") != 0 || c.tenants["a"] != nil {
+		t.Fatalf("after forgetting: kept %d, b %d, a %+v; want nothing", c.n, kept("b"), c.tenants["a"])
+	}
+	off := &keptReads{}
+	off.keepRecipient(k("a", "1"), known)
+	off.keepVersion("a", 1)
+	if off.tenants != nil {
+		t.Fatalf("a store that keeps nothing (SQLite) kept %+v", off.tenants)
+	}
+}
