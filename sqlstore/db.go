@@ -585,7 +585,7 @@ type Tx struct {
 	recipients map[rcpKey]recipient
 	versions   map[string]int64
 	// assumed is what of them the transaction took from the node's kept
-	// reads, checked with its BEGIN (see keptreads.go).
+	// reads, checked with its next statement (see keptreads.go).
 	assumed assumedReads
 	// newRecipients are rows of recipients inserted with the commit's
 	// statement (insertRecipient, PostgreSQL).
@@ -741,6 +741,7 @@ func (t *Tx) start(queue func(b *pgx.Batch)) error {
 		})
 		t.begun = true
 		if err == nil {
+			t.assumed.checked()
 			return nil
 		}
 		if !broken && !errors.Is(err, driver.ErrBadConn) {
@@ -801,9 +802,9 @@ func (t *Tx) commit(ctx context.Context) error {
 }
 
 // commitPostgres sends the transaction's deferred writes (deferredStatement)
-// and its COMMIT in one round trip, with its BEGIN and the check of what it
-// assumed (queueCheck) too when no statement has run yet; a transaction
-// with none of them sends nothing. sent is false when the COMMIT cannot
+// and its COMMIT in one round trip, after the check of what it assumed and
+// has not checked yet (queueCheck), and after its BEGIN too when no
+// statement has run yet; a transaction with none of them sends nothing. sent is false when the COMMIT cannot
 // have run: the check or the deferred statement failed with the server's
 // error (the transaction is then still to be rolled back), or the
 // transaction could not begin. The connection is given back once the
@@ -813,15 +814,15 @@ func (t *Tx) commitPostgres() (sent bool, err error) {
 		return false, t.startErr // start could not replace a broken connection
 	}
 	query, args, counters := t.deferredStatement()
-	if query == "" && !t.begun && t.assumed.empty() {
+	if query == "" && !t.begun && !t.assumed.unchecked() {
 		t.endConn()
 		return true, nil
 	}
 	b := &pgx.Batch{}
 	if !t.begun {
 		b.Queue("BEGIN")
-		t.queueCheck(b) // the callers' verdicts too rest on what it assumed
 	}
+	t.queueCheck(b) // the callers' verdicts too rest on what it assumed
 	if query != "" {
 		b.Queue(query, args...)
 	}

@@ -19,19 +19,20 @@ import (
 // message). So a node keeps what it read, and what its own sends wrote (a
 // recipient made known), and a batch whose reads are all kept does not
 // read them: its transaction takes them as they were (assume), and checks
-// them with its BEGIN, in the round trip of its first statement. A batch
-// of sends alone then reaches PostgreSQL once, its BEGIN, the check, its
-// INSERT and its COMMIT together (commitPostgres).
+// them in the round trip of its next statement: with its BEGIN, or with
+// its COMMIT. A batch of sends alone then reaches PostgreSQL once, its
+// BEGIN, the check, its INSERT and its COMMIT together (commitPostgres).
 //
 // check_reads (migration 0021) fails the transaction when any of them
 // changed since it was kept (another node's write: an opt-out, a phone
 // added); the batch then runs again the careful way (batcher.run), reading
 // everything afresh, and the node forgets what it kept of the tenants the
-// transaction took from it. The check runs in the transaction before any of
-// its writes, as the read it replaces did, so the callers decide on what
-// was committed when their transaction started, exactly as before (READ
-// COMMITTED): what is kept can cost a batch a second run, never a wrong
-// answer.
+// transaction took from it. The check runs in the transaction after the
+// point where the read it replaces ran, and before the writes that rest on
+// it (the deferred INSERT): it passes only if a read there would have
+// returned what was kept (READ COMMITTED, as the read), and fails too when
+// the transaction's own statements changed those rows meanwhile. What is
+// kept can cost a batch a second run, never a wrong answer.
 
 // maxKeptRecipients bounds the recipients a node keeps, of all tenants;
 // beyond it, the recipients of a tenant are forgotten to make room.
@@ -165,23 +166,34 @@ func (c *keptReads) forgetTenantLocked(tenantID string) {
 }
 
 // assumedReads is what a transaction took from the kept reads, to check
-// with its BEGIN (see Tx.assume and Tx.queueCheck).
+// with its next statement (see Tx.assume and Tx.queueCheck); the first
+// checkedKeys and checkedTenants of them have been checked.
 type assumedReads struct {
 	keys     []rcpKey
 	rcps     []recipient
 	tenants  []string
 	versions []int64
+
+	checkedKeys, checkedTenants int
 }
 
 func (a *assumedReads) empty() bool { return len(a.keys) == 0 && len(a.tenants) == 0 }
 
+// unchecked reports whether some of them are still to be checked.
+func (a *assumedReads) unchecked() bool {
+	return a.checkedKeys < len(a.keys) || a.checkedTenants < len(a.tenants)
+}
+
 // assume takes from the node's kept reads the recipients and phones'
 // versions the callers of reqs read first (see batchReq.reads) that the
-// transaction has not read, before it has begun: once it has, a check
-// would have to be a round trip of its own, and prefetch reads them
-// instead. What is not kept, prefetch reads.
+// transaction has not read. What is not kept, prefetch reads.
+//
+// What it takes is checked in the round trip of the transaction's next
+// statement: with its BEGIN, or with its COMMIT. A check after statements
+// of the transaction sees their writes too: one that changed a row taken
+// here fails the check, and the batch runs again (never a wrong answer).
 func (t *Tx) assume(reqs []*batchReq) {
-	if t.db.dialect != Postgres || t.begun {
+	if t.db.dialect != Postgres {
 		return
 	}
 	c := &t.db.reads
@@ -221,27 +233,33 @@ func (t *Tx) assume(reqs []*batchReq) {
 // given is as the node kept it (migration 0021).
 const checkReads = `SELECT check_reads($1, $2, $3, $4, $5, $6, $7, $8)`
 
-// queueCheck adds to b, right after its BEGIN, the check of what the
-// transaction assumed, if anything.
+// queueCheck adds to b, before the transaction's statements in b, the
+// check of what it assumed and has not checked yet, if anything. The
+// caller marks them checked (checked) once b has been sent.
 func (t *Tx) queueCheck(b *pgx.Batch) {
 	a := &t.assumed
-	if a.empty() {
+	if !a.unchecked() {
 		return
 	}
-	n := len(a.keys)
+	keys, rcps := a.keys[a.checkedKeys:], a.rcps[a.checkedKeys:]
+	n := len(keys)
 	ts, es, ns := make([]string, n), make([]string, n), make([]string, n)
 	opted, phones, reserved := make([]int32, n), make([]string, n), make([]string, n)
-	for i, k := range a.keys {
-		r := a.rcps[i]
+	for i, k := range keys {
+		r := rcps[i]
 		ts[i], es[i], ns[i] = k.tenantID, string(k.env), k.number
 		if r.optedOut {
 			opted[i] = 1
 		}
 		phones[i], reserved[i] = r.phoneID, r.reservedBy
 	}
-	versions := append(make([]int64, 0, len(a.versions)), a.versions...)
-	b.Queue(checkReads, ts, es, ns, opted, phones, reserved, append(make([]string, 0, len(a.tenants)), a.tenants...), versions)
+	tenants := append(make([]string, 0, len(a.tenants)-a.checkedTenants), a.tenants[a.checkedTenants:]...)
+	versions := append(make([]int64, 0, len(tenants)), a.versions[a.checkedTenants:]...)
+	b.Queue(checkReads, ts, es, ns, opted, phones, reserved, tenants, versions)
 }
+
+// checked marks what the transaction assumed as checked.
+func (a *assumedReads) checked() { a.checkedKeys, a.checkedTenants = len(a.keys), len(a.tenants) }
 
 // staleReads reports whether err is check_reads' failure, and then makes
 // the node forget what it kept of the tenants whose reads the transaction

@@ -96,19 +96,42 @@ func TestKeptReadsChecked(t *testing.T) {
 	}
 	wantStale("after the second opt-in", 4)
 
+	// x opts out on b once more, and a's send to x joins a transaction
+	// that has begun (another caller's statement ran first): what it takes
+	// from what a kept is checked with the COMMIT.
+	fromX("STOP")
+	errX = make(chan error, 1)
+	err := a.Write(ctx, func(tx *Tx) error {
+		if _, err := tx.exec(ctx, `SELECT 1`); err != nil {
+			return err
+		}
+		if !tx.begun {
+			t.Error("the transaction has not begun after a statement")
+		}
+		go func() { _, err := send(x); errX <- err }()
+		waitQueued(t, a, 1) // taken by this writer's transaction next
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "a send in a begun transaction to a recipient who opted out on another node", <-errX, sb.CodeRecipientOptedOut)
+	wantStale("after the third opt-out", 5)
+	fromX("START")
+
 	// b deletes the tenant's only phone, then adds another.
 	if err := b.DeletePhone(ctx, tn.ID, p.ID, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	_, err := send(x)
+	_, err = send(x)
 	wantCode(t, "a send after the tenant's only phone was deleted on another node", err, sb.CodeNoPhoneAvailable)
-	wantStale("after the phone was deleted", 5)
+	wantStale("after the phone was deleted", 6)
 	p2 := writeTestPhone(t, b, tn.ID, 0)
 	m, err := send(y)
 	if err != nil || m.PhoneID != p2.ID {
 		t.Errorf("a send after another node added a phone: phone %q, %v; want %s", m.PhoneID, err, p2.ID)
 	}
-	wantStale("after the phone was added", 6)
+	wantStale("after the phone was added", 7)
 
 	// What a wrote itself it keeps as written: no stale transaction.
 	for range 2 {
@@ -116,7 +139,7 @@ func TestKeptReadsChecked(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	wantStale("sends after the node's own write", 6)
+	wantStale("sends after the node's own write", 7)
 }
 
 // check_reads (migration 0021) fails with SBR01 on any difference between
