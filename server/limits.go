@@ -162,7 +162,7 @@ func newNodeCollector(db *sqlstore.DB, lim *limits, conns *connLimiter, max int)
 				"over switchboard_db_commits_total, the writes one commit serves.", nil, nil),
 		keptReads: prometheus.NewDesc("switchboard_db_kept_reads_total",
 			"Reads of the send path (a recipient, a tenant's phones' version) that batches took from what the node kept instead of "+
-				"reading them, checked in the batch's first round trip (PostgreSQL).", nil, nil),
+				"reading them, each checked in the transaction's next round trip (PostgreSQL).", nil, nil),
 		staleReads: prometheus.NewDesc("switchboard_db_stale_reads_total",
 			"Transactions whose check found a kept read changed by another node: the batch ran again, reading afresh (PostgreSQL).", nil, nil),
 		httpOpen: prometheus.NewDesc("switchboard_http_connections_open",

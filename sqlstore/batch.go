@@ -270,9 +270,9 @@ func (b *batcher) loop(i, shard int) {
 // transaction, with every caller waiting in the queue now (up to maxBatch),
 // which it appends to batch: first it takes what they all read first from
 // what the node kept (Tx.assume) and reads the rest (Tx.prefetch), then it
-// runs them in order. It reports whether the
-// transaction can go on (see exec); callers it appended but did not run
-// are run with the rest of the batch when the batch is run again.
+// runs them in order. It reports whether the transaction can go on (see
+// exec); callers it appended but did not run are run with the rest of the
+// batch when the batch is run again.
 func (b *batcher) take(tx *Tx, batch []*batchReq, from int) ([]*batchReq, bool) {
 drain:
 	for len(batch) < maxBatch {

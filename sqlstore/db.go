@@ -97,12 +97,12 @@ type DB struct {
 	// commits (see SetObserver).
 	observer atomic.Pointer[func(m *sb.Message, event string)]
 
-	// allow holds the units of limited daily counters this node reserved
-	// and has not spent; shardBase is the first of the counter shards its
-	// writers add to (see counters.go).
 	// reads keeps the send path's reads for later batches (keptreads.go).
 	reads keptReads
 
+	// allow holds the units of limited daily counters this node reserved
+	// and has not spent; shardBase is the first of the counter shards its
+	// writers add to (see counters.go).
 	allow          allowances
 	limits         limitCounters
 	shardBase      int
@@ -719,11 +719,10 @@ func (t *Tx) ensureBegun() error {
 
 // start begins the transaction on PostgreSQL: it sends BEGIN, the check of
 // what the transaction assumed (queueCheck), and the statements that queue
-// adds to b after them, in one round trip. A
-// connection found broken then, before any of the transaction has run, is
-// replaced with another and all is sent again, up to badConnRetries times
-// (queue's callbacks must keep what they read only once the batch has
-// succeeded). The transaction's BEGIN counts as sent even when a statement
+// adds to b after them, in one round trip. A connection found broken then,
+// before any of the transaction has run, is replaced with another and all
+// is sent again, up to badConnRetries times (queue's callbacks must keep
+// what they read only once the batch has succeeded). The transaction's BEGIN counts as sent even when a statement
 // after it failed: the transaction then ends with a ROLLBACK.
 func (t *Tx) start(queue func(b *pgx.Batch)) error {
 	for attempt := 0; ; attempt++ {
@@ -804,11 +803,11 @@ func (t *Tx) commit(ctx context.Context) error {
 // commitPostgres sends the transaction's deferred writes (deferredStatement)
 // and its COMMIT in one round trip, after the check of what it assumed and
 // has not checked yet (queueCheck), and after its BEGIN too when no
-// statement has run yet; a transaction with none of them sends nothing. sent is false when the COMMIT cannot
-// have run: the check or the deferred statement failed with the server's
-// error (the transaction is then still to be rolled back), or the
-// transaction could not begin. The connection is given back once the
-// transaction has ended.
+// statement has run yet; a transaction with none of them sends nothing.
+// sent is false when the COMMIT cannot have run: the check or the deferred
+// statement failed with the server's error (the transaction is then still
+// to be rolled back), or the transaction could not begin. The connection
+// is given back once the transaction has ended.
 func (t *Tx) commitPostgres() (sent bool, err error) {
 	if t.conn == nil {
 		return false, t.startErr // start could not replace a broken connection

@@ -13,10 +13,10 @@ import (
 // Kept reads (PostgreSQL). Before its callers run, a batch of sends needs
 // their recipients and their tenants' phones' versions. Read for every
 // batch (Tx.prefetch), they cost a round trip of their own besides the one
-// of the INSERT and COMMIT: about 250 us of CPU a batch, the node's and
-// PostgreSQL's (BenchmarkSendPipeline with 8 callers, 4 sends a batch:
-// 130 against 105 us of the process and 200 against 165 us of PostgreSQL a
-// message). So a node keeps what it read, and what its own sends wrote (a
+// of the INSERT and COMMIT: about 100 us of CPU a batch, the node's and
+// PostgreSQL's (BenchmarkSendPipeline with 8 callers, 4 sends a batch, in
+// alternating runs: 115-117 against 97-106 us of the process and 174-187
+// against 160-172 us of PostgreSQL a message). So a node keeps what it read, and what its own sends wrote (a
 // recipient made known), and a batch whose reads are all kept does not
 // read them: its transaction takes them as they were (assume), and checks
 // them in the round trip of its next statement: with its BEGIN, or with
@@ -261,12 +261,12 @@ func (t *Tx) queueCheck(b *pgx.Batch) {
 // checked marks what the transaction assumed as checked.
 func (a *assumedReads) checked() { a.checkedKeys, a.checkedTenants = len(a.keys), len(a.tenants) }
 
-// staleReads reports whether err is check_reads' failure, and then makes
-// the node forget what it kept of the tenants whose reads the transaction
-// assumed: their next batches read afresh.
-func (t *Tx) staleReads(err error) bool {
+// staleReads makes the node forget, when err is check_reads' failure,
+// what it kept of the tenants whose reads the transaction assumed: their
+// next batches read afresh.
+func (t *Tx) staleReads(err error) {
 	if t.assumed.empty() || sqlState(err) != staleReadsCode {
-		return false
+		return
 	}
 	c := &t.db.reads
 	c.stale.Add(1)
@@ -278,7 +278,6 @@ func (t *Tx) staleReads(err error) bool {
 	for _, id := range t.assumed.tenants {
 		c.forgetTenantLocked(id)
 	}
-	return true
 }
 
 // sqlState is the SQLSTATE of PostgreSQL's error err, or "".

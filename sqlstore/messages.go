@@ -138,10 +138,11 @@ type rcpKey struct {
 // prefetch reads, on PostgreSQL, what the work of reqs reads first: their
 // recipients and their tenants' phones' versions, those the transaction has
 // not read yet nor taken from what the node kept (assume), all in one
-// statement, and the node keeps what it read for later batches. The group commit runs a batch's
-// callers one after the other; reading for each in turn cost a round trip
-// per recipient and one per tenant, each waiting for a core on a loaded
-// machine, while the batch's callers waited for all of them. What it reads
+// statement, and the node keeps what it read for later batches. The group
+// commit runs a batch's callers one after the other; reading for each in
+// turn cost a round trip per recipient and one per tenant, each waiting
+// for a core on a loaded machine, while the batch's callers waited for all
+// of them. What it reads
 // is what each caller's own reads would have returned a moment later
 // (READ COMMITTED reads what is committed when each statement starts), and
 // it is kept in the transaction's caches (recipient, phoneList), which
