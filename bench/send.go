@@ -108,7 +108,10 @@ func benchSendSetup(ctx context.Context, env *benchEnv) ([]benchVariant, error) 
 		return nil, err
 	}
 	env.closers = append(env.closers, func() { store.Close() })
-	p, err := startBenchSendPipeline(ctx, store, time.Second)
+	server := &benchChild{url: env.serverURL}
+	p, err := startBenchSendPipeline(ctx, store, time.Second, func(ctx context.Context) (nodeCommits, error) {
+		return nodesCommits(ctx, []*benchChild{server})
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -153,8 +156,10 @@ type benchSendPipeline struct {
 	start    time.Time
 	counts0  map[string]int64
 	interval time.Duration
-	// The group-commit writer's counters at the start.
-	batches0, writes0 int64
+	// commits reads the servers' group-commit counters (their /metrics);
+	// commits0 is what they were at the start.
+	commits  func(context.Context) (nodeCommits, error)
+	commits0 nodeCommits
 
 	quit, done chan struct{}
 	once       sync.Once
@@ -170,14 +175,16 @@ type benchPipelineSample struct {
 	backlog int64
 }
 
-func startBenchSendPipeline(ctx context.Context, store *sqlstore.DB, interval time.Duration) (*benchSendPipeline, error) {
+func startBenchSendPipeline(ctx context.Context, store *sqlstore.DB, interval time.Duration, commits func(context.Context) (nodeCommits, error)) (*benchSendPipeline, error) {
 	counts, err := store.MessageCounts(ctx)
 	if err != nil {
 		return nil, err
 	}
-	p := &benchSendPipeline{store: store, start: time.Now(), counts0: counts, interval: interval,
+	p := &benchSendPipeline{store: store, start: time.Now(), counts0: counts, interval: interval, commits: commits,
 		quit: make(chan struct{}), done: make(chan struct{})}
-	p.batches0, p.writes0 = store.BatchStats()
+	if p.commits0, err = commits(ctx); err != nil {
+		return nil, fmt.Errorf("reading the server's group-commit counters: %w", err)
+	}
 	if err := p.sample(ctx); err != nil {
 		return nil, err
 	}
@@ -274,7 +281,7 @@ func (p *benchSendPipeline) figures(ctx context.Context, o rounds.Outcome) (benc
 	interrupted := ctx.Done()
 	ctx = context.WithoutCancel(ctx)
 	end := time.Now()
-	batches, writes := p.store.BatchStats()
+	commits, commitsErr := p.commits(ctx)
 	p.stop()
 	if err := p.sample(ctx); err != nil {
 		return benchPipelineFigures{}, err
@@ -292,9 +299,11 @@ func (p *benchSendPipeline) figures(ctx context.Context, o rounds.Outcome) (benc
 
 	f := benchPipelineFigures{Scenario: "send", Pipeline: true, RunS: benchFloat(end.Sub(p.start).Seconds()), end: end}
 	f.BacklogEnd = samples[len(samples)-1].backlog
-	f.Commits, f.WritesPerCommit = batches-p.batches0, benchFloat(math.NaN())
-	if f.Commits > 0 {
-		f.WritesPerCommit = benchFloat(float64(writes-p.writes0) / float64(f.Commits))
+	f.WritesPerCommit = benchFloat(math.NaN())
+	if commitsErr == nil {
+		commits.sub(p.commits0)
+		f.Commits = int64(commits.commits)
+		f.WritesPerCommit = commits.per(commits.writes)
 	}
 	for _, s := range samples {
 		f.Backlog = append(f.Backlog, s.backlog)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +73,20 @@ func TestBenchSend(t *testing.T) {
 		`^  group commit: [1-9][0-9]* transactions, `+num+` writes .* per commit$`,
 		`^  pipeline keeps up .*: (PASS|FAIL)$`,
 	)
+	// The group commit's counters are the server's (its /metrics), not
+	// those of the bench's own handle on the database: its transactions
+	// ran at least one write for every accepted send.
+	accepted := regexp.MustCompile(`(?m)^  accepted ([0-9]+) `).FindStringSubmatch(out)
+	gc := regexp.MustCompile(`(?m)^  group commit: ([0-9]+) transactions, ([0-9.]+) writes`).FindStringSubmatch(out)
+	if accepted == nil || gc == nil {
+		t.Fatalf("no accepted or group commit figures in:\n%s", out)
+	}
+	n, _ := strconv.ParseFloat(accepted[1], 64)
+	commits, _ := strconv.ParseFloat(gc[1], 64)
+	per, _ := strconv.ParseFloat(gc[2], 64)
+	if most := commits * (per + 0.05); most < n { // per is rounded to 0.1
+		t.Errorf("group commit: %v transactions of %v writes each, fewer writes than the %v sends accepted", commits, per, n)
+	}
 }
 
 func TestBenchSendJSON(t *testing.T) {
