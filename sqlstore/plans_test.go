@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -192,26 +191,16 @@ func TestSendPathWithoutTenantLocks(t *testing.T) {
 }
 
 // The outcome of a batch of delivered messages goes through
-// finish_delivered_hooks (migration 0022; finish_delivered, 0020, before
-// it, kept for nodes of the version before), whose generic plans, made
-// once per connection, must reach messages and message_claims by their
-// primary keys even when they were made while the tables were empty.
+// finish_delivered (migration 0020), whose generic plans, made once per
+// connection, must reach messages and message_claims by their primary keys
+// even when they were made while the tables were empty.
 func TestFinishDeliveredPlan(t *testing.T) {
-	for fn, query := range map[string]string{
-		"finish_delivered":       `SELECT id FROM finish_delivered($1, 2, 1)`,
-		"finish_delivered_hooks": `SELECT id FROM finish_delivered_hooks($1, 2, 1) WHERE kind = 0`,
-	} {
-		t.Run(fn, func(t *testing.T) { testFinishDeliveredPlan(t, fn, query) })
-	}
-}
-
-func testFinishDeliveredPlan(t *testing.T, fn, query string) {
 	ctx := context.Background()
 	tx := planTestTx(t)
 	scans := func() map[string][2]int64 { return xactScans(t, tx, "messages", "message_claims") }
 	finish := func(ids ...string) []string {
 		t.Helper()
-		rows, err := tx.QueryContext(ctx, query, ids)
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM finish_delivered($1, 2, 1)`, ids)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +220,7 @@ func testFinishDeliveredPlan(t *testing.T, fn, query string) {
 			t.Fatalf("empty tables: %v", got)
 		}
 	}
-	wantNoSeqScans(t, fn, before, scans(), 6)
+	wantNoSeqScans(t, "finish_delivered", before, scans(), 6)
 	if _, err := tx.ExecContext(ctx, `INSERT INTO messages (id, tenant_id, environment, direction, from_number, to_number, body, channel, status, created_at)
 		SELECT 'm' || i, 'tn', 'live', 'outbound', '+15005550000', '+15005550001', 'hi', 'sms', CASE WHEN i = 3 THEN 'failed' ELSE 'queued' END, 1
 		FROM generate_series(1, 2000) i`); err != nil {
@@ -242,66 +231,16 @@ func testFinishDeliveredPlan(t *testing.T, fn, query string) {
 	}
 	after := scans()
 	if got := finish("m1", "m2", "m3", "m9999"); len(got) != 2 || got[0] == got[1] || (got[0] != "m1" && got[0] != "m2") || (got[1] != "m1" && got[1] != "m2") {
-		t.Fatalf("%s(m1, m2, m3 failed, m9999 unknown) = %v, want m1 and m2", fn, got)
+		t.Fatalf("finish_delivered(m1, m2, m3 failed, m9999 unknown) = %v, want m1 and m2", got)
 	}
-	wantNoSeqScans(t, fn, after, scans(), 1)
+	wantNoSeqScans(t, "finish_delivered", after, scans(), 1)
 	var claims, delivered int
 	if err := tx.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM message_claims WHERE message_id IN ('m1', 'm2', 'm3')),
 		(SELECT COUNT(*) FROM messages WHERE status = 'delivered' AND delivered_at = 2 AND sent_at = 1 AND run_at IS NULL)`).Scan(&claims, &delivered); err != nil {
 		t.Fatal(err)
 	}
 	if claims != 0 || delivered != 2 {
-		t.Errorf("after %s: %d claims of m1-m3 left, %d messages delivered; want 0 and 2", fn, claims, delivered)
-	}
-}
-
-// finish_delivered_hooks returns, besides the messages it made final, the
-// live webhooks of their tenants and environments, and no others.
-func TestFinishDeliveredHooks(t *testing.T) {
-	ctx := context.Background()
-	tx := planTestTx(t)
-	if _, err := tx.ExecContext(ctx, `INSERT INTO messages (id, tenant_id, environment, direction, from_number, to_number, body, channel, status, created_at)
-		VALUES ('m1', 'ta', 'live', 'outbound', '+15005550000', '+15005550001', 'hi', 'sms', 'queued', 1),
-		       ('m2', 'ta', 'test', 'outbound', '+15005550000', '+15005550001', 'hi', 'chat', 'sent', 1),
-		       ('m3', 'tb', 'live', 'outbound', '+15005550000', '+15005550001', 'hi', 'sms', 'queued', 1)`); err != nil {
-		t.Fatal(err)
-	}
-	for _, tn := range []string{"ta", "tb", "tc"} {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO tenants (id, name, plan, status, trial_ends_at, created_at) VALUES ($1, 'x', 'scale', 'active', 1, 1)`, tn); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO webhooks (id, tenant_id, environment, url, events, secret, created_at, deleted_at) VALUES
-		('w1', 'ta', 'live', 'u', 'message.delivered', 's', 1, NULL),
-		('w2', 'ta', 'live', 'u', '*', 's', 1, NULL),
-		('w3', 'ta', 'live', 'u', '*', 's', 1, 5),
-		('w4', 'ta', 'test', 'u', 'message.failed', 's', 1, NULL),
-		('w5', 'tc', 'live', 'u', '*', 's', 1, NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := tx.QueryContext(ctx, `SELECT * FROM finish_delivered_hooks($1, 7, 6)`, []string{"m1", "m2", "m3"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var d finished
-	if err := d.scan(rows, time.UnixMicro(7)); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, m := range d.messages {
-		got = append(got, m.ID+" "+m.TenantID+"/"+string(m.Env)+" "+m.Channel)
-	}
-	for key, subs := range d.hooks {
-		for _, s := range subs {
-			got = append(got, key+" "+s.id+" "+s.events)
-		}
-	}
-	slices.Sort(got)
-	want := []string{"m1 ta/live sms", "m2 ta/test chat", "m3 tb/live sms",
-		"ta/live w1 message.delivered", "ta/live w2 *", "ta/test w4 message.failed"}
-	if !slices.Equal(got, want) {
-		t.Errorf("finish_delivered_hooks(m1, m2, m3):\n got %q\nwant %q", got, want)
+		t.Errorf("after finish_delivered: %d claims of m1-m3 left, %d messages delivered; want 0 and 2", claims, delivered)
 	}
 }
 

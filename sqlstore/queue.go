@@ -4,10 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"maps"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	sb "github.com/switchboard/switchboard"
 )
@@ -366,109 +363,43 @@ func (t *Tx) finish(ctx context.Context, outs []sb.Outcome) error {
 		sentAt = at
 	}
 	// run_at and device_due are NULL already for a claimed message: the
-	// update changes no indexed column (see the top of this file).
-	var done finished
+	// update changes no indexed column (see the top of this file). On
+	// PostgreSQL the function finish_delivered (migration 0020) runs the
+	// same statements with plans made once per connection.
+	var rows *sql.Rows
+	var err error
 	if t.db.dialect == Postgres {
-		if err := t.finishDelivered(delivered, at, sentAt, &done); err != nil {
-			return err
-		}
-		maps.Copy(hooks, done.hooks)
-	} else {
-		if _, err := t.exec(ctx, `DELETE FROM message_claims WHERE message_id IN (`+placeholders(len(delivered))+`)`, delivered...); err != nil {
-			return err
-		}
-		rows, err := t.query(ctx, `UPDATE messages SET status = 'delivered', delivered_at = ?, sent_at = COALESCE(sent_at, ?), run_at = NULL, device_due = NULL
+		rows, err = t.query(ctx, `SELECT * FROM finish_delivered(?::text[], ?, ?)`, delivered, sb.Micros(at), sb.Micros(sentAt))
+	} else if _, err = t.exec(ctx, `DELETE FROM message_claims WHERE message_id IN (`+placeholders(len(delivered))+`)`, delivered...); err == nil {
+		rows, err = t.query(ctx, `UPDATE messages SET status = 'delivered', delivered_at = ?, sent_at = COALESCE(sent_at, ?), run_at = NULL, device_due = NULL
 			WHERE id IN (`+placeholders(len(delivered))+`) AND status IN ('queued', 'sent')
-			RETURNING 0, id, tenant_id, environment, from_number, to_number, channel, created_at, scheduled_at, NULL`,
+			RETURNING id, tenant_id, environment, from_number, to_number, channel, created_at, scheduled_at`,
 			append([]any{sb.Micros(at), sb.Micros(sentAt)}, delivered...)...)
-		if err != nil {
-			return err
-		}
-		err = done.scan(rows, at)
-		rows.Close()
-		if err != nil {
-			return err
-		}
 	}
-	for _, m := range done.messages {
+	if err != nil {
+		return err
+	}
+	var done []*sb.Message
+	deliveredAt := at
+	for rows.Next() {
+		m := &sb.Message{Status: sb.StatusDelivered, DeliveredAt: &deliveredAt}
+		var env string
+		var created int64
+		var sched sql.NullInt64
+		if err := rows.Scan(&m.ID, &m.TenantID, &env, &m.From, &m.To, &m.Channel, &created, &sched); err != nil {
+			rows.Close()
+			return err
+		}
+		m.Env, m.CreatedAt, m.ScheduledAt = sb.Environment(env), sb.FromMicros(created), optTime(sched)
+		done = append(done, m)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, m := range done {
 		if err := t.emit(ctx, hooks, m, sb.EventDelivered); err != nil {
 			return err
-		}
-	}
-	return nil
-}
-
-// finished is what a batch of delivered outcomes returns: the messages
-// made final (what message.delivered reports and routes by) and, on
-// PostgreSQL, the webhooks of their tenants and environments.
-type finished struct {
-	messages []*sb.Message
-	hooks    hookCache
-}
-
-// scan reads rows of finish_delivered_hooks (migration 0022), or of the
-// same columns (SQLite), from database/sql or from pgx.
-func (d *finished) scan(rows interface {
-	Next() bool
-	Scan(dest ...any) error
-	Err() error
-}, at time.Time) error {
-	*d = finished{}
-	for rows.Next() {
-		var kind int
-		var id, tenant, env string
-		var from, to, channel, events sql.NullString
-		var created, sched sql.NullInt64
-		if err := rows.Scan(&kind, &id, &tenant, &env, &from, &to, &channel, &created, &sched, &events); err != nil {
-			return err
-		}
-		if kind == 1 {
-			if d.hooks == nil {
-				d.hooks = hookCache{}
-			}
-			key := tenant + "/" + env
-			d.hooks[key] = append(d.hooks[key], hookSub{id: id, events: events.String})
-			continue
-		}
-		d.messages = append(d.messages, &sb.Message{ID: id, TenantID: tenant, Env: sb.Environment(env), From: from.String, To: to.String,
-			Channel: channel.String, Status: sb.StatusDelivered, DeliveredAt: &at, CreatedAt: sb.FromMicros(created.Int64), ScheduledAt: optTime(sched)})
-	}
-	return rows.Err()
-}
-
-// finishDelivered makes the messages of ids delivered on PostgreSQL, with
-// finish_delivered_hooks (migration 0022), and reads into d the messages it
-// made final and the webhooks of their tenants (every tenant and
-// environment among them gets its entry in d.hooks, none when it has no
-// webhook). As the transaction's first statement it goes with its BEGIN, in
-// one round trip (start).
-func (t *Tx) finishDelivered(ids []any, at, sentAt time.Time, d *finished) error {
-	const query = `SELECT * FROM finish_delivered_hooks($1::text[], $2, $3)`
-	args := []any{ids, sb.Micros(at), sb.Micros(sentAt)}
-	if !t.begun {
-		err := t.start(func(b *pgx.Batch) {
-			b.Queue(query, args...).Query(func(rows pgx.Rows) error { return d.scan(rows, at) })
-		})
-		if err != nil {
-			return err
-		}
-	} else {
-		rows, err := t.query(context.Background(), query, args...)
-		if err != nil {
-			return err
-		}
-		err = d.scan(rows, at)
-		rows.Close()
-		if err != nil {
-			return err
-		}
-	}
-	for _, m := range d.messages {
-		if key := m.TenantID + "/" + string(m.Env); d.hooks[key] == nil {
-			if d.hooks == nil {
-				d.hooks = hookCache{}
-			}
-			d.hooks[key] = nil // no webhook: emit reads none
 		}
 	}
 	return nil

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/internal/tcpproxy"
 )
 
@@ -130,97 +129,4 @@ func proxiedStore(t *testing.T) (*DB, *tcpproxy.Proxy, string) {
 	tn := writeTestTenant(t, db)
 	writeTestPhone(t, db, tn.ID, 0)
 	return db, proxy, tn.ID
-}
-
-// On PostgreSQL a batch of delivered outcomes that begins its transaction
-// costs two round trips: BEGIN with finish_delivered_hooks, which makes
-// the messages final and returns the webhooks of their tenants (migration
-// 0022), and COMMIT. Before, BEGIN, the update and the read of the
-// webhooks were a round trip each: four in all. A webhook subscribed to
-// message.delivered adds the insert of its delivery; one deleted adds
-// nothing, and gets no delivery.
-func TestOutcomeRoundTrips(t *testing.T) {
-	ctx := context.Background()
-	db, proxy, tenantID := proxiedStore(t)
-	now := time.Now().UTC()
-	hook := func(deleted bool) string {
-		t.Helper()
-		h := &sb.Webhook{ID: sb.NewID(), TenantID: tenantID, Env: sb.Live, URL: "http://127.0.0.1:1/h", Events: []string{sb.EventDelivered},
-			Secret: "0123456789abcdef", CreatedAt: now}
-		if err := db.CreateWebhook(ctx, h); err != nil {
-			t.Fatal(err)
-		}
-		if deleted {
-			if err := db.DeleteWebhook(ctx, tenantID, sb.Live, h.ID, now); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return h.ID
-	}
-	// outcome records one delivered outcome alone in its transaction (the
-	// only writer held until it waits) and counts what reached PostgreSQL.
-	outcome := func() (string, int64, time.Duration) {
-		t.Helper()
-		s := testSend(tenantID)
-		if err := db.AcceptSend(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-		start := time.Now()
-		release := holdWriter(db)
-		errc := make(chan error, 1)
-		go func() {
-			errc <- db.RecordOutcomes(ctx, []sb.Outcome{{MessageID: s.Message.ID, Delivered: true, At: time.Now().UTC()}})
-		}()
-		waitQueued(t, db, 1)
-		before := proxy.Sends()
-		release()
-		if err := <-errc; err != nil {
-			t.Fatal(err)
-		}
-		return s.Message.ID, proxy.Sends() - before, time.Since(start)
-	}
-	// counted runs outcome until a round finishes within a second (a
-	// connection idle for longer gets database/sql's ping first).
-	counted := func(want int64, what string) string {
-		t.Helper()
-		for range 5 {
-			outcome() // readies the statements on both connections
-		}
-		for range 5 {
-			id, n, took := outcome()
-			if took > 900*time.Millisecond {
-				continue
-			}
-			if n != want {
-				t.Errorf("%s reached PostgreSQL in %d sends, want %d", what, n, want)
-			}
-			return id
-		}
-		t.Fatal("no round finished within a second")
-		return ""
-	}
-	counted(2, "an outcome batch for a tenant without webhooks (BEGIN with finish_delivered_hooks, COMMIT)")
-	hook(true)
-	counted(2, "an outcome batch for a tenant with a deleted webhook")
-	live := hook(false)
-	id := counted(3, "an outcome batch for a tenant with a webhook (and the insert of its delivery)")
-	var hooks []string
-	rows, err := db.write.QueryContext(ctx, `SELECT webhook_id FROM webhook_deliveries WHERE message_id = $1 AND event = $2`, id, sb.EventDelivered)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var h string
-		if err := rows.Scan(&h); err != nil {
-			t.Fatal(err)
-		}
-		hooks = append(hooks, h)
-	}
-	if len(hooks) != 1 || hooks[0] != live {
-		t.Errorf("deliveries of message.delivered to webhooks %v, want one to %s", hooks, live)
-	}
-	if m, err := db.Message(ctx, tenantID, sb.Live, id); err != nil || m.Status != sb.StatusDelivered {
-		t.Errorf("message after its outcome: %+v, %v; want delivered", m, err)
-	}
 }
