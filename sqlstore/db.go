@@ -722,8 +722,9 @@ func (t *Tx) ensureBegun() error {
 // adds to b after them, in one round trip. A connection found broken then,
 // before any of the transaction has run, is replaced with another and all
 // is sent again, up to badConnRetries times (queue's callbacks must keep
-// what they read only once the batch has succeeded). The transaction's BEGIN counts as sent even when a statement
-// after it failed: the transaction then ends with a ROLLBACK.
+// what they read only once the batch has succeeded). The transaction's
+// BEGIN counts as sent even when a statement after it failed: the
+// transaction then ends with a ROLLBACK.
 func (t *Tx) start(queue func(b *pgx.Batch)) error {
 	for attempt := 0; ; attempt++ {
 		b := &pgx.Batch{}

@@ -16,11 +16,11 @@ import (
 // of the INSERT and COMMIT: about 100 us of CPU a batch, the node's and
 // PostgreSQL's (BenchmarkSendPipeline with 8 callers, 4 sends a batch, in
 // alternating runs: 115-117 against 97-106 us of the process and 174-187
-// against 160-172 us of PostgreSQL a message). So a node keeps what it read, and what its own sends wrote (a
-// recipient made known), and a batch whose reads are all kept does not
-// read them: its transaction takes them as they were (assume), and checks
-// them in the round trip of its next statement: with its BEGIN, or with
-// its COMMIT. A batch of sends alone then reaches PostgreSQL once, its
+// against 160-172 us of PostgreSQL a message). So a node keeps what it
+// read, and what its own sends wrote (a recipient made known), and a batch
+// whose reads are all kept does not read them: its transaction takes them
+// as they were (assume), and checks them in the round trip of its next
+// statement: with its BEGIN, or with its COMMIT. A batch of sends alone then reaches PostgreSQL once, its
 // BEGIN, the check, its INSERT and its COMMIT together (commitPostgres).
 //
 // check_reads (migration 0021) fails the transaction when any of them
@@ -128,6 +128,10 @@ func (c *keptReads) keepVersion(tenantID string, v int64) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.keepVersionLocked(tenantID, v)
+}
+
+func (c *keptReads) keepVersionLocked(tenantID string, v int64) {
 	kt := c.tenant(tenantID, true)
 	kt.version, kt.hasVersion = v, true
 }
@@ -140,8 +144,7 @@ func (c *keptReads) keep(got readAhead) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id, v := range got.versions {
-		kt := c.tenant(id, true)
-		kt.version, kt.hasVersion = v, true
+		c.keepVersionLocked(id, v)
 	}
 	for k, r := range got.recipients {
 		c.keepRecipientLocked(k, r)

@@ -142,11 +142,11 @@ type rcpKey struct {
 // commit runs a batch's callers one after the other; reading for each in
 // turn cost a round trip per recipient and one per tenant, each waiting
 // for a core on a loaded machine, while the batch's callers waited for all
-// of them. What it reads
-// is what each caller's own reads would have returned a moment later
-// (READ COMMITTED reads what is committed when each statement starts), and
-// it is kept in the transaction's caches (recipient, phoneList), which
-// forget it when the transaction writes to those rows (see wrote).
+// of them. What it reads is what each caller's own reads would have
+// returned a moment later (READ COMMITTED reads what is committed when
+// each statement starts), and it is kept in the transaction's caches
+// (recipient, phoneList), which forget it when the transaction writes to
+// those rows (see wrote).
 func (t *Tx) prefetch(reqs []*batchReq) error {
 	if t.db.dialect != Postgres {
 		return nil
@@ -280,14 +280,12 @@ func (t *Tx) readRecipient(ctx context.Context, tenantID string, env sb.Environm
 	var phone, reserved sql.NullString
 	err := t.queryRow(ctx, `SELECT opted_out, phone_id, reserved_by FROM recipients WHERE tenant_id = ? AND environment = ? AND number = ?`,
 		tenantID, string(env), number).Scan(&opted, &phone, &reserved)
-	if errors.Is(err, sql.ErrNoRows) {
-		t.db.reads.keepRecipient(rcpKey{tenantID, env, number}, r)
-		return r, nil
-	}
-	if err != nil {
+	switch {
+	case err == nil:
+		r = recipient{known: true, optedOut: opted != 0, phoneID: phone.String, reservedBy: reserved.String}
+	case !errors.Is(err, sql.ErrNoRows):
 		return r, err
 	}
-	r = recipient{known: true, optedOut: opted != 0, phoneID: phone.String, reservedBy: reserved.String}
 	t.db.reads.keepRecipient(rcpKey{tenantID, env, number}, r)
 	return r, nil
 }
