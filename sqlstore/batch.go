@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,10 @@ type batcher struct {
 	queue chan *batchReq
 	wg    sync.WaitGroup
 	stop  chan struct{}
+	// keepConns says the writers keep their connections between
+	// transactions (keptConn): on PostgreSQL, when that leaves the rest
+	// of the node more connections than the writers hold.
+	keepConns bool
 
 	// active is how many of the writers take work; the others wait for
 	// wake to be closed (see setActive).
@@ -58,6 +63,7 @@ type batcher struct {
 // newBatcher starts writers writer goroutines, active of which take work.
 func newBatcher(db *DB, writers, active int) *batcher {
 	b := &batcher{db: db, queue: make(chan *batchReq, 4096), stop: make(chan struct{}), wake: make(chan struct{})}
+	b.keepConns = db.dialect == Postgres && db.pool.opt.MaxConns > 2*writers
 	b.active.Store(int32(min(max(active, 1), writers)))
 	for i := 0; i < writers; i++ {
 		b.wg.Add(1)
@@ -176,6 +182,52 @@ const (
 	lingerMax = 500 * time.Microsecond
 )
 
+// keptConn is the PostgreSQL connection a writer keeps from one
+// transaction to the next, so that under load its transactions run on one
+// PostgreSQL backend and do not go through the pool. Through the pool, a
+// writer's transactions ran on whichever connection was free, since the
+// node's reads take connections in between: with three nodes, their three
+// writers' transactions ran on 17 backends, each woken in turn with its
+// caches cold. A writer that had nothing to do for keptIdle gives its
+// connection back (loop), so a connection kept never sat idle longer than
+// the pool's own check of idle connections (pgx's ping after a second) lets
+// one go unchecked; a writer made inactive, or about to run a batch again
+// the careful way, gives it back at once. Writers keep none when that
+// would leave the rest of the node fewer connections than they hold
+// (batcher.keepConns): with --db-max-conns 1, a kept connection would
+// turn every other request away for as long as it is kept.
+type keptConn struct{ conn *sql.Conn }
+
+const keptIdle = time.Second
+
+// take returns the connection kept, if any, and holds it no longer.
+func (k *keptConn) take() *sql.Conn {
+	if k == nil {
+		return nil
+	}
+	c := k.conn
+	k.conn = nil
+	return c
+}
+
+// keep holds c for the writer's next transaction; false when there is no
+// writer to hold it (k is nil) or it holds one already.
+func (k *keptConn) keep(c *sql.Conn) bool {
+	if k == nil || k.conn != nil {
+		return false
+	}
+	k.conn = c
+	return true
+}
+
+// release gives the connection kept back to the pool.
+func (k *keptConn) release() {
+	if k != nil && k.conn != nil {
+		k.conn.Close()
+		k.conn = nil
+	}
+}
+
 // loop is writer i; shard is the shard of the daily counters its
 // transactions add to, its own among the node's writers.
 func (b *batcher) loop(i, shard int) {
@@ -184,19 +236,40 @@ func (b *batcher) loop(i, shard int) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	prev := 0
+	var kept *keptConn // nil: the writer keeps no connection
+	if b.keepConns {
+		kept = &keptConn{}
+		defer kept.release()
+	}
+	idle := time.NewTimer(keptIdle)
+	idle.Stop()
 	for {
+		if int32(i) >= b.active.Load() {
+			kept.release()
+		}
 		if !b.idle(i) {
 			return // the active writers drain the queue
 		}
+		var idleC <-chan time.Time
+		if kept != nil && kept.conn != nil {
+			idle.Reset(keptIdle)
+			idleC = idle.C
+		}
+	wait:
 		select {
 		case r := <-b.queue:
+			idle.Stop()
 			batch = append(batch[:0], r)
+		case <-idleC:
+			kept.release()
+			idleC = nil
+			goto wait
 		case <-b.stop:
 			b.drain()
 			return
 		}
 		start := time.Now()
-		tx, err := b.db.begin(context.Background())
+		tx, err := b.db.beginOn(context.Background(), kept)
 		if ue := (*UnavailableError)(nil); errors.As(err, &ue) {
 			// No connection in time: every caller waiting now would wait
 			// as long again; they all get the answer at once.
@@ -256,6 +329,7 @@ func (b *batcher) loop(i, shard int) {
 		if !ok || err != nil {
 			// A caller's work failed (not a verdict) or the commit did:
 			// run the batch again the careful way.
+			kept.release()
 			b.run(batch)
 		} else {
 			for _, r := range batch {

@@ -555,6 +555,7 @@ type Tx struct {
 	// sent, and startErr is the error of start, if it failed.
 	tx       execer
 	conn     *sql.Conn
+	kept     *keptConn
 	begun    bool
 	startErr error
 	after    []func()
@@ -687,12 +688,22 @@ func (db *DB) inTx(ctx context.Context, fn func(*Tx) error) error {
 // begin starts a write transaction. On PostgreSQL it only takes a
 // connection: BEGIN goes with the transaction's first statement (start).
 func (db *DB) begin(ctx context.Context) (*Tx, error) {
+	return db.beginOn(ctx, nil)
+}
+
+// beginOn is begin for a group-commit writer on PostgreSQL: the
+// transaction runs on the connection kept holds, if any, and leaves its
+// connection there when it ends (see keptConn).
+func (db *DB) beginOn(ctx context.Context, kept *keptConn) (*Tx, error) {
 	if db.dialect == Postgres {
-		conn, err := db.acquire(ctx)
-		if err != nil {
-			return nil, err
+		conn := kept.take()
+		if conn == nil {
+			var err error
+			if conn, err = db.acquire(ctx); err != nil {
+				return nil, err
+			}
 		}
-		return &Tx{db: db, tx: conn, conn: conn, shard: db.shardBase}, nil
+		return &Tx{db: db, tx: conn, conn: conn, kept: kept, shard: db.shardBase}, nil
 	}
 	conn, err := db.write.Conn(ctx)
 	if err != nil {
@@ -859,23 +870,30 @@ func (t *Tx) commitPostgres() (sent bool, err error) {
 }
 
 // endConn gives the connection of a PostgreSQL transaction back to the
-// pool, rolling back first a transaction still open on it; a connection
-// that cannot be rolled back is closed instead.
+// pool, or to the writer that keeps it (keptConn), rolling back first a
+// transaction still open on it; a connection that cannot be rolled back is
+// closed instead.
 func (t *Tx) endConn() {
 	if t.conn == nil {
 		return
 	}
+	reusable := false
 	t.conn.Raw(func(dc any) error {
 		c := dc.(*stdlib.Conn).Conn()
-		if c.IsClosed() || c.PgConn().TxStatus() == 'I' {
+		if c.IsClosed() {
 			return nil
 		}
-		if _, err := c.Exec(context.Background(), "ROLLBACK"); err != nil || c.PgConn().TxStatus() != 'I' {
-			return driver.ErrBadConn // database/sql closes it
+		if c.PgConn().TxStatus() != 'I' {
+			if _, err := c.Exec(context.Background(), "ROLLBACK"); err != nil || c.PgConn().TxStatus() != 'I' {
+				return driver.ErrBadConn // database/sql closes it
+			}
 		}
+		reusable = true
 		return nil
 	})
-	t.conn.Close()
+	if !reusable || !t.kept.keep(t.conn) {
+		t.conn.Close()
+	}
 	t.conn, t.tx = nil, nil
 }
 
