@@ -196,7 +196,10 @@ const (
 // would leave the rest of the node fewer connections than they hold
 // (batcher.keepConns): with --db-max-conns 1, a kept connection would
 // turn every other request away for as long as it is kept.
-type keptConn struct{ conn *sql.Conn }
+type keptConn struct {
+	conn  *sql.Conn
+	timer *time.Timer
+}
 
 const keptIdle = time.Second
 
@@ -220,6 +223,16 @@ func (k *keptConn) keep(c *sql.Conn) bool {
 	return true
 }
 
+// idle returns a channel ready once the connection kept has gone unused
+// for keptIdle from now; nil, never ready, when none is kept.
+func (k *keptConn) idle() <-chan time.Time {
+	if k == nil || k.conn == nil {
+		return nil
+	}
+	k.timer.Reset(keptIdle)
+	return k.timer.C
+}
+
 // release gives the connection kept back to the pool.
 func (k *keptConn) release() {
 	if k != nil && k.conn != nil {
@@ -238,11 +251,9 @@ func (b *batcher) loop(i, shard int) {
 	prev := 0
 	var kept *keptConn // nil: the writer keeps no connection
 	if b.keepConns {
-		kept = &keptConn{}
+		kept = &keptConn{timer: time.NewTimer(keptIdle)}
 		defer kept.release()
 	}
-	idle := time.NewTimer(keptIdle)
-	idle.Stop()
 	for {
 		if int32(i) >= b.active.Load() {
 			kept.release()
@@ -250,24 +261,18 @@ func (b *batcher) loop(i, shard int) {
 		if !b.idle(i) {
 			return // the active writers drain the queue
 		}
-		var idleC <-chan time.Time
-		if kept != nil && kept.conn != nil {
-			idle.Reset(keptIdle)
-			idleC = idle.C
+		var r *batchReq
+		for r == nil {
+			select {
+			case r = <-b.queue:
+			case <-kept.idle():
+				kept.release()
+			case <-b.stop:
+				b.drain()
+				return
+			}
 		}
-	wait:
-		select {
-		case r := <-b.queue:
-			idle.Stop()
-			batch = append(batch[:0], r)
-		case <-idleC:
-			kept.release()
-			idleC = nil
-			goto wait
-		case <-b.stop:
-			b.drain()
-			return
-		}
+		batch = append(batch[:0], r)
 		start := time.Now()
 		tx, err := b.db.beginOn(context.Background(), kept)
 		if ue := (*UnavailableError)(nil); errors.As(err, &ue) {
