@@ -277,9 +277,7 @@ func nodesStep(ctx context.Context, env *benchEnv, c Config, o benchOptions, n i
 		urls[i] = ch.url
 	}
 
-	p, err := startBenchSendPipeline(ctx, store, time.Second, func(ctx context.Context) (nodeCommits, error) {
-		return nodesCommits(ctx, nodes)
-	})
+	p, err := startBenchSendPipeline(ctx, store, time.Second, nodes)
 	if err != nil {
 		return nil, nil, err
 	}

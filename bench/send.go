@@ -109,9 +109,7 @@ func benchSendSetup(ctx context.Context, env *benchEnv) ([]benchVariant, error) 
 	}
 	env.closers = append(env.closers, func() { store.Close() })
 	server := &benchChild{url: env.serverURL}
-	p, err := startBenchSendPipeline(ctx, store, time.Second, func(ctx context.Context) (nodeCommits, error) {
-		return nodesCommits(ctx, []*benchChild{server})
-	})
+	p, err := startBenchSendPipeline(ctx, store, time.Second, []*benchChild{server})
 	if err != nil {
 		return nil, err
 	}
@@ -156,9 +154,9 @@ type benchSendPipeline struct {
 	start    time.Time
 	counts0  map[string]int64
 	interval time.Duration
-	// commits reads the servers' group-commit counters (their /metrics);
-	// commits0 is what they were at the start.
-	commits  func(context.Context) (nodeCommits, error)
+	// servers are the servers sent to, whose group-commit counters
+	// (their /metrics) were commits0 at the start.
+	servers  []*benchChild
 	commits0 nodeCommits
 
 	quit, done chan struct{}
@@ -175,14 +173,14 @@ type benchPipelineSample struct {
 	backlog int64
 }
 
-func startBenchSendPipeline(ctx context.Context, store *sqlstore.DB, interval time.Duration, commits func(context.Context) (nodeCommits, error)) (*benchSendPipeline, error) {
+func startBenchSendPipeline(ctx context.Context, store *sqlstore.DB, interval time.Duration, servers []*benchChild) (*benchSendPipeline, error) {
 	counts, err := store.MessageCounts(ctx)
 	if err != nil {
 		return nil, err
 	}
-	p := &benchSendPipeline{store: store, start: time.Now(), counts0: counts, interval: interval, commits: commits,
+	p := &benchSendPipeline{store: store, start: time.Now(), counts0: counts, interval: interval, servers: servers,
 		quit: make(chan struct{}), done: make(chan struct{})}
-	if p.commits0, err = commits(ctx); err != nil {
+	if p.commits0, err = nodesCommits(ctx, servers); err != nil {
 		return nil, fmt.Errorf("reading the server's group-commit counters: %w", err)
 	}
 	if err := p.sample(ctx); err != nil {
@@ -281,7 +279,7 @@ func (p *benchSendPipeline) figures(ctx context.Context, o rounds.Outcome) (benc
 	interrupted := ctx.Done()
 	ctx = context.WithoutCancel(ctx)
 	end := time.Now()
-	commits, commitsErr := p.commits(ctx)
+	commits, commitsErr := nodesCommits(ctx, p.servers)
 	p.stop()
 	if err := p.sample(ctx); err != nil {
 		return benchPipelineFigures{}, err

@@ -20,8 +20,9 @@ import (
 // read, and what its own sends wrote (a recipient made known), and a batch
 // whose reads are all kept does not read them: its transaction takes them
 // as they were (assume), and checks them in the round trip of its next
-// statement: with its BEGIN, or with its COMMIT. A batch of sends alone then reaches PostgreSQL once, its
-// BEGIN, the check, its INSERT and its COMMIT together (commitPostgres).
+// statement: with its BEGIN, or with its COMMIT. A batch of sends alone
+// then reaches PostgreSQL once, its BEGIN, the check, its INSERT and its
+// COMMIT together (commitPostgres).
 //
 // check_reads (migration 0021) fails the transaction when any of them
 // changed since it was kept (another node's write: an opt-out, a phone
