@@ -35,6 +35,11 @@ func claimState(t *testing.T, db *DB, table, id string) (claimer string, due int
 // it at its next beat and is registered again. Claims that lapse are
 // counted as lease redeliveries, taken-over ones as takeovers.
 func TestTakeOverDead(t *testing.T) {
+	// The dead-after limit is far longer than this test takes on a loaded
+	// machine: with 3 s, b and c (which never beat after registering) were
+	// once found dead by the second look, the test having taken 6 s to get
+	// there under CI's load.
+	const deadAfter = 10 * time.Minute
 	url := testPostgresURL(t)
 	a, b, c := openTestDB(t, url), openTestDB(t, url), openTestDB(t, url)
 	ctx := context.Background()
@@ -102,11 +107,11 @@ func TestTakeOverDead(t *testing.T) {
 	}
 
 	// Nobody is dead yet.
-	if moved, err := b.TakeOverDead(ctx, 3*time.Second, time.Now()); err != nil || len(moved) != 0 {
+	if moved, err := b.TakeOverDead(ctx, deadAfter, time.Now()); err != nil || len(moved) != 0 {
 		t.Fatalf("TakeOverDead with every node beating = %+v, %v; want none", moved, err)
 	}
-	// a stops beating (its last beat 10 s ago); b and c look at once.
-	if _, err := a.exec(ctx, `UPDATE nodes SET heartbeat_at = heartbeat_at - ? WHERE id = ?`, (10 * time.Second).Microseconds(), a.NodeID()); err != nil {
+	// a stops beating (its last beat twice deadAfter ago); b and c look at once.
+	if _, err := a.exec(ctx, `UPDATE nodes SET heartbeat_at = heartbeat_at - ? WHERE id = ?`, (2 * deadAfter).Microseconds(), a.NodeID()); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
@@ -114,7 +119,7 @@ func TestTakeOverDead(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, n := range []*DB{b, c} {
 		wg.Go(func() {
-			m, err := n.TakeOverDead(ctx, 3*time.Second, time.Now())
+			m, err := n.TakeOverDead(ctx, deadAfter, time.Now())
 			if err != nil {
 				t.Error(err)
 			}
@@ -127,8 +132,8 @@ func TestTakeOverDead(t *testing.T) {
 	if len(moved) != 1 || moved[0].Node != a.NodeID() || moved[0].Messages != 2 || moved[0].Deliveries != 1 {
 		t.Fatalf("takeovers %+v, want one of a's node: 2 messages (queued, sent), 1 delivery", moved)
 	}
-	if d := moved[0].DeclaredDead.Sub(moved[0].LastHeartbeat); d < 3*time.Second {
-		t.Errorf("declared dead %v after its last beat, want at least 3s", d)
+	if d := moved[0].DeclaredDead.Sub(moved[0].LastHeartbeat); d < 2*deadAfter {
+		t.Errorf("declared dead %v after its last beat, want at least %v", d, 2*deadAfter)
 	}
 	for _, id := range []string{queued, sent} {
 		if who, due := claimState(t, a, "messages", id); who != "" || due > sb.Micros(time.Now()) {
@@ -148,7 +153,7 @@ func TestTakeOverDead(t *testing.T) {
 		t.Errorf("b's delivery claimed by %q after a's takeover, want b", who)
 	}
 	// A second look finds nothing more: a is dead already.
-	if again, err := c.TakeOverDead(ctx, 3*time.Second, time.Now()); err != nil || len(again) != 0 {
+	if again, err := c.TakeOverDead(ctx, deadAfter, time.Now()); err != nil || len(again) != 0 {
 		t.Errorf("second TakeOverDead = %+v, %v; want none", again, err)
 	}
 
