@@ -55,6 +55,12 @@ type batcher struct {
 	mu     sync.Mutex
 	wake   chan struct{}
 
+	// turn is the right to commit, held by one writer at a time (see
+	// awaitTurn); turnWait is how long a writer waits for it, in
+	// nanoseconds (turnWait by default; tests change it).
+	turn     chan struct{}
+	turnWait atomic.Int64
+
 	// commits counts the writers' transactions (committed or tried) and
 	// writes the callers' work they ran: see DB.BatchStats.
 	commits, writes atomic.Int64
@@ -62,7 +68,10 @@ type batcher struct {
 
 // newBatcher starts writers writer goroutines, active of which take work.
 func newBatcher(db *DB, writers, active int) *batcher {
-	b := &batcher{db: db, queue: make(chan *batchReq, 4096), stop: make(chan struct{}), wake: make(chan struct{})}
+	b := &batcher{db: db, queue: make(chan *batchReq, 4096), stop: make(chan struct{}), wake: make(chan struct{}),
+		turn: make(chan struct{}, 1)}
+	b.turn <- struct{}{}
+	b.turnWait.Store(int64(turnWait))
 	b.keepConns = db.dialect == Postgres && db.pool.opt.MaxConns > 2*writers
 	b.active.Store(int32(min(max(active, 1), writers)))
 	for i := 0; i < writers; i++ {
@@ -181,6 +190,39 @@ const (
 	lingerGap = 50 * time.Microsecond
 	lingerMax = 500 * time.Microsecond
 )
+
+// A node's writers commit in turn. A writer whose batch is ready while
+// another writer's commit is in flight waits for that commit to come back,
+// for up to turnWait, and goes on taking the callers that come meanwhile:
+// the callers of one commit's round trip join the next commit instead of
+// making a third. Measured with one node (two writers) on PostgreSQL
+// (docs/scale-out.md, "Writers commit in turn"): 19-24 sends a commit
+// instead of 16-17, and 5-20% less of PostgreSQL's CPU a send. The wait is
+// bounded so that a commit that hangs (a lock, a slow disk) holds the
+// other writer back by turnWait at most, not for as long as it hangs.
+const turnWait = 500 * time.Microsecond
+
+// awaitTurn waits for the turn to commit (see turnWait), running the
+// callers that come meanwhile in tx as take does. It reports the batch,
+// whether the transaction can go on, and whether the writer holds the
+// turn, which it then gives back once its commit is back.
+func (b *batcher) awaitTurn(tx *Tx, batch []*batchReq, timer *time.Timer) (_ []*batchReq, ok, haveTurn bool) {
+	timer.Reset(time.Duration(b.turnWait.Load()))
+	defer timer.Stop()
+	for len(batch) < maxBatch {
+		select {
+		case <-b.turn:
+			return batch, true, true
+		case r := <-b.queue:
+			if batch, ok = b.take(tx, append(batch, r), len(batch)); !ok {
+				return batch, false, false
+			}
+		case <-timer.C:
+			return batch, true, false
+		}
+	}
+	return batch, true, false
+}
 
 // keptConn is the PostgreSQL connection a writer keeps from one
 // transaction to the next, so that under load its transactions run on one
@@ -315,6 +357,10 @@ func (b *batcher) loop(i, shard int) {
 				break fill
 			}
 		}
+		haveTurn := false
+		if ok {
+			batch, ok, haveTurn = b.awaitTurn(tx, batch, timer)
+		}
 		if ue := (*UnavailableError)(nil); !ok && tx != nil && errors.As(tx.startErr, &ue) {
 			// The transaction could not begin for want of a connection:
 			// as when begin fails, everyone waiting gets the answer now.
@@ -328,6 +374,9 @@ func (b *batcher) loop(i, shard int) {
 		b.writes.Add(int64(len(batch)))
 		if ok {
 			err = tx.commit(context.Background())
+			if haveTurn {
+				b.turn <- struct{}{}
+			}
 		} else if tx != nil {
 			tx.rollback()
 		}
