@@ -254,7 +254,8 @@ func Run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	db, err := sqlstore.OpenOptions(ctx, c.Database, sqlstore.Options{MaxConns: c.DBMaxConns, ConnWait: c.DBConnWait, Writers: c.DBWriters, Log: log})
+	db, err := sqlstore.OpenOptions(ctx, c.Database, sqlstore.Options{MaxConns: c.DBMaxConns, ConnWait: c.DBConnWait, Writers: c.DBWriters, Log: log,
+		HostNodes: newProcShare(log).hostNodes})
 	if err != nil {
 		return err
 	}

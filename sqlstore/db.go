@@ -92,6 +92,9 @@ type DB struct {
 	// (see OnPhoneWork).
 	node      string
 	phoneWork atomic.Pointer[func(phoneID string)]
+	// host names the machine this process runs on, in its nodes row
+	// (see HostNodes).
+	host string
 
 	// observer, when set, learns of every message event this process
 	// commits (see SetObserver).
@@ -205,6 +208,7 @@ func OpenOptions(ctx context.Context, url string, opt Options) (*DB, error) {
 	db.messagesDue = make(chan struct{}, 1)
 	db.webhooksDue = make(chan struct{}, 1)
 	db.node = sb.NewID()
+	db.host = hostID()
 	db.shardBase = newShardBase()
 	db.stopAllowances, db.allowancesDone = make(chan struct{}), make(chan struct{})
 	go db.allowanceLoop(db.stopAllowances, db.allowancesDone)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"os"
+	"strings"
 	"time"
 
 	sb "github.com/switchboard/switchboard"
@@ -42,9 +44,25 @@ func (db *DB) Redeliveries() sb.Redeliveries {
 
 var errNodesNeedPostgres = errors.New("node liveness needs PostgreSQL (one SQLite file has one node)")
 
-// liveNodes adapts the node's group-commit writers to the number of live
-// nodes (autoWriters), unless Options.Writers fixed them.
-func (db *DB) liveNodes(n int) {
+// hostID names the machine this process runs on: Linux's boot id, which
+// processes in containers of one machine share too, else the host name.
+func hostID() string {
+	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
+		if id := strings.TrimSpace(string(b)); id != "" {
+			return id
+		}
+	}
+	name, _ := os.Hostname()
+	return name
+}
+
+// liveNodes tells Options.HostNodes how many live nodes share this one's
+// machine, and adapts the node's group-commit writers to the number of
+// live nodes (autoWriters), unless Options.Writers fixed them.
+func (db *DB) liveNodes(n, onHost int) {
+	if f := db.pool.opt.HostNodes; f != nil {
+		f(onHost)
+	}
 	if db.fixedWriters {
 		return
 	}
@@ -70,9 +88,9 @@ func (db *DB) RegisterNode(ctx context.Context, addr string) error {
 	if db.dialect != Postgres {
 		return errNodesNeedPostgres
 	}
-	_, err := db.exec(ctx, `INSERT INTO nodes (id, addr, started_at, heartbeat_at) VALUES (?, ?, `+dbClock+`, `+dbClock+`)
-		ON CONFLICT (id) DO UPDATE SET addr = EXCLUDED.addr, heartbeat_at = EXCLUDED.heartbeat_at, dead_at = NULL, dead_by = NULL`,
-		db.node, addr)
+	_, err := db.exec(ctx, `INSERT INTO nodes (id, addr, host, started_at, heartbeat_at) VALUES (?, ?, ?, `+dbClock+`, `+dbClock+`)
+		ON CONFLICT (id) DO UPDATE SET addr = EXCLUDED.addr, host = EXCLUDED.host, heartbeat_at = EXCLUDED.heartbeat_at, dead_at = NULL, dead_by = NULL`,
+		db.node, addr, db.host)
 	return err
 }
 
@@ -88,12 +106,13 @@ func (db *DB) Heartbeat(ctx context.Context, addr string) (declaredDeadBy string
 	// The beat has a connection of its own: waiting for the pool, a busy
 	// node would miss beats and be declared dead.
 	// It also counts the live nodes, which sets how many group-commit
-	// writers this one runs (autoWriters).
-	var live int
+	// writers this one runs (autoWriters), and those on its machine.
+	var live, onHost int
 	err = db.beat.QueryRowContext(ctx, db.q(`UPDATE nodes SET heartbeat_at = `+dbClock+` WHERE id = ? AND dead_at IS NULL
-		RETURNING (SELECT COUNT(*) FROM nodes WHERE dead_at IS NULL)`), db.node).Scan(&live)
+		RETURNING (SELECT COUNT(*) FROM nodes WHERE dead_at IS NULL),
+			(SELECT COUNT(*) FROM nodes WHERE dead_at IS NULL AND host = ?)`), db.node, db.host).Scan(&live, &onHost)
 	if err == nil {
-		db.liveNodes(live)
+		db.liveNodes(live, onHost)
 		return "", false, nil
 	}
 	if !errors.Is(err, sql.ErrNoRows) {

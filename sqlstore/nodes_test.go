@@ -386,3 +386,39 @@ func TestWritersFollowLiveNodes(t *testing.T) {
 		t.Fatalf("%d rows written, want %d", count, n)
 	}
 }
+
+// Each beat tells Options.HostNodes how many live nodes run on this
+// node's machine: those registered with its host, not the others, nor a
+// node declared dead.
+func TestHeartbeatCountsNodesOnHost(t *testing.T) {
+	url := testPostgresURL(t)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var got []int
+	a := openTestDBOptions(t, url, Options{HostNodes: func(n int) {
+		mu.Lock()
+		got = append(got, n)
+		mu.Unlock()
+	}})
+	b, c, d := openTestDB(t, url), openTestDB(t, url), openTestDB(t, url)
+	c.host = "another machine"
+	if a.host == "" || b.host != a.host {
+		t.Fatalf("hosts %q and %q, want one machine's id for both", a.host, b.host)
+	}
+	for _, n := range []*DB{a, b, c, d} {
+		if err := n.RegisterNode(ctx, "127.0.0.1:1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.exec(ctx, `UPDATE nodes SET dead_at = 1 WHERE id = ?`, d.NodeID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.Heartbeat(ctx, "127.0.0.1:1"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0] != 2 {
+		t.Errorf("HostNodes got %v, want [2]: a and b on this machine (c on another, d dead)", got)
+	}
+}

@@ -48,6 +48,10 @@ type Options struct {
 	Writers int
 	// Log receives the pool's state changes (default slog.Default()).
 	Log *slog.Logger
+	// HostNodes, when set, is called at every heartbeat of a PostgreSQL
+	// node with how many live nodes, this one included, run on its
+	// machine (see Heartbeat).
+	HostNodes func(n int)
 }
 
 func (o *Options) defaults() {
