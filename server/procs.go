@@ -17,18 +17,18 @@ import (
 // (sqlstore.Options.HostNodes) and sets GOMAXPROCS to its share of what Go
 // chose at start, at least 1; alone again, it goes back to Go's default.
 // An operator who sets GOMAXPROCS in the environment keeps that value.
+// GOMAXPROCS is the process's, so there is one procShare per process
+// (processProcs), which a server stopping sets back to Go's default (tests
+// run several servers in one process).
 type procShare struct {
 	base  int  // GOMAXPROCS as Go chose it at start
 	fixed bool // set by the operator: left alone
-	log   *slog.Logger
 
 	mu  sync.Mutex
-	set int // the value this node set; 0 while Go's default holds
+	set int // the value this process set; 0 while Go's default holds
 }
 
-func newProcShare(log *slog.Logger) *procShare {
-	return &procShare{base: runtime.GOMAXPROCS(0), fixed: os.Getenv("GOMAXPROCS") != "", log: log}
-}
+var processProcs = &procShare{base: runtime.GOMAXPROCS(0), fixed: os.Getenv("GOMAXPROCS") != ""}
 
 // sharedProcs is a node's share of base threads with n nodes on its machine.
 func sharedProcs(base, n int) int {
@@ -39,7 +39,7 @@ func sharedProcs(base, n int) int {
 }
 
 // hostNodes sets GOMAXPROCS for n live nodes on this machine.
-func (p *procShare) hostNodes(n int) {
+func (p *procShare) hostNodes(n int, log *slog.Logger) {
 	if p.fixed {
 		return
 	}
@@ -56,5 +56,5 @@ func (p *procShare) hostNodes(n int) {
 		runtime.GOMAXPROCS(want)
 		p.set = want
 	}
-	p.log.Info("GOMAXPROCS set to this node's share of the machine", "nodes_on_machine", n, "gomaxprocs", want, "machine", p.base)
+	log.Info("GOMAXPROCS set to this node's share of the machine", "nodes_on_machine", n, "gomaxprocs", want, "machine", p.base)
 }

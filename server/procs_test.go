@@ -22,17 +22,18 @@ func TestSharedProcs(t *testing.T) {
 func TestProcShare(t *testing.T) {
 	t.Cleanup(func() { runtime.SetDefaultGOMAXPROCS() })
 	base := runtime.GOMAXPROCS(0)
-	p := &procShare{base: base, log: slog.New(slog.DiscardHandler)}
-	p.hostNodes(base + 1)
+	log := slog.New(slog.DiscardHandler)
+	p := &procShare{base: base}
+	p.hostNodes(base+1, log)
 	if got := runtime.GOMAXPROCS(0); got != 1 {
 		t.Errorf("GOMAXPROCS %d with %d nodes on %d threads, want 1", got, base+1, base)
 	}
-	p.hostNodes(1)
+	p.hostNodes(1, log)
 	if got := runtime.GOMAXPROCS(0); got != base {
 		t.Errorf("GOMAXPROCS %d alone again, want Go's %d", got, base)
 	}
-	fixed := &procShare{base: base, fixed: true, log: slog.New(slog.DiscardHandler)}
-	fixed.hostNodes(base + 1)
+	fixed := &procShare{base: base, fixed: true}
+	fixed.hostNodes(base+1, log)
 	if got := runtime.GOMAXPROCS(0); got != base {
 		t.Errorf("GOMAXPROCS %d set by the operator became %d", base, got)
 	}

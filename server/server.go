@@ -255,11 +255,12 @@ func Run(ctx context.Context, c Config) error {
 		return err
 	}
 	db, err := sqlstore.OpenOptions(ctx, c.Database, sqlstore.Options{MaxConns: c.DBMaxConns, ConnWait: c.DBConnWait, Writers: c.DBWriters, Log: log,
-		HostNodes: newProcShare(log).hostNodes})
+		HostNodes: func(n int) { processProcs.hostNodes(n, log) }})
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	defer processProcs.hostNodes(1, log)
 	// Carrier links: their state decides whether their phones are online.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
