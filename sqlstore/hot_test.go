@@ -86,10 +86,15 @@ func TestOutcomeUpdatesHeapOnly(t *testing.T) {
 		}
 	}
 	// A second update of a row finds the page's room taken by the first
-	// version until PostgreSQL prunes it, which it cannot do while another
-	// backend has the page pinned: a few percent are not heap-only.
-	if upd != 2*n || hot < upd*9/10 {
-		t.Fatalf("messages: %d updates, %d of them heap-only; want %d, at least 90%% heap-only", upd, hot, 2*n)
+	// version until PostgreSQL prunes it, which it does not do while another
+	// backend has the page pinned, nor while any transaction of the server,
+	// in any database, is older than the first update: a test of another
+	// package holding one open made 311 of the 600 heap-only in one CI run
+	// (568 otherwise). Every first update (the hand-off's) has its room
+	// from the fillfactor; with any of the three causes above, 0 to 4
+	// updates are heap-only.
+	if upd != 2*n || hot < n {
+		t.Fatalf("messages: %d updates, %d of them heap-only; want %d, at least %d heap-only", upd, hot, 2*n, n)
 	}
 	t.Logf("messages: %d updates, %d of them heap-only", upd, hot)
 }
