@@ -196,7 +196,7 @@ const (
 // for up to turnWait, and goes on taking the callers that come meanwhile:
 // the callers of one commit's round trip join the next commit instead of
 // making a third. Measured with one node (two writers) on PostgreSQL
-// (docs/scale-out.md, "Writers commit in turn"): 19-24 sends a commit
+// (docs/scale-out.md, "Group-commit writers"): 19-24 sends a commit
 // instead of 16-17, and 5-20% less of PostgreSQL's CPU a send. The wait is
 // bounded so that a commit that hangs (a lock, a slow disk) holds the
 // other writer back by turnWait at most, not for as long as it hangs.
