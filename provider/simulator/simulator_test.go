@@ -3,6 +3,7 @@ package simulator
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -191,9 +192,9 @@ func TestDuplicatesForgotten(t *testing.T) {
 	defer s.Close()
 	now := time.Now()
 	s.mu.Lock()
-	s.accepted["old"] = acceptance{at: now.Add(-DedupWindow - time.Second)}
-	s.accepted["recent"] = acceptance{at: now.Add(-DedupWindow + time.Minute)}
-	s.order = []string{"old", "recent"}
+	s.accepted[keyOf("old")] = acceptance{at: now.Add(-DedupWindow - time.Second).UnixNano()}
+	s.accepted[keyOf("recent")] = acceptance{at: now.Add(-DedupWindow + time.Minute).UnixNano()}
+	s.order = []idKey{keyOf("old"), keyOf("recent")}
 	s.mu.Unlock()
 	s.Send(context.Background(), &sb.Message{ID: "old", To: "+12125550123"})
 	s.Send(context.Background(), &sb.Message{ID: "recent", To: "+12125550123"})
@@ -204,16 +205,62 @@ func TestDuplicatesForgotten(t *testing.T) {
 	s.order = s.order[:0]
 	clear(s.accepted)
 	for i := range DedupMax + 10 {
-		id := fmt.Sprint("m", i)
-		s.accepted[id] = acceptance{at: now}
-		s.order = append(s.order, id)
+		k := keyOf(fmt.Sprint("m", i))
+		s.accepted[k] = acceptance{at: now.UnixNano()}
+		s.order = append(s.order, k)
 	}
 	s.forget(now)
 	n, first := len(s.accepted), s.order[0]
 	s.mu.Unlock()
-	if n != DedupMax || first != "m10" {
-		t.Errorf("%d ids kept, oldest %s; want %d, m10", n, first, DedupMax)
+	if n != DedupMax || first != keyOf("m10") {
+		t.Errorf("%d ids kept, oldest %x; want %d, m10's key %x", n, first, DedupMax, keyOf("m10"))
 	}
+}
+
+func TestDedupMemoryHoldsNoPointers(t *testing.T) {
+	// The dedup memory holds up to DedupMax entries; with a pointer in
+	// them (a string id, an outcome's reason or a time.Time's location)
+	// the garbage collector scans them all at every collection.
+	for _, v := range []any{map[idKey]acceptance{}, []idKey{}} {
+		typ := reflect.TypeOf(v)
+		for _, elem := range []reflect.Type{typ.Elem(), keyType(typ)} {
+			if elem != nil && hasPointers(elem) {
+				t.Errorf("%v holds %v, which has pointers", typ, elem)
+			}
+		}
+	}
+	// Distinct ids get distinct keys, the same id the same one.
+	if keyOf("01J0000000000000000000000A") == keyOf("01J0000000000000000000000B") || keyOf("a") != keyOf("a") {
+		t.Error("keyOf does not tell ids apart")
+	}
+}
+
+func keyType(t reflect.Type) reflect.Type {
+	if t.Kind() == reflect.Map {
+		return t.Key()
+	}
+	return nil
+}
+
+// hasPointers reports whether values of t hold any pointer the garbage
+// collector follows.
+func hasPointers(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Array:
+		return t.Len() > 0 && hasPointers(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if hasPointers(t.Field(i).Type) {
+				return true
+			}
+		}
+		return false
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
+		return false
+	}
+	return true
 }
 
 func TestDelayBounds(t *testing.T) {
