@@ -299,6 +299,9 @@ func (t *Tx) reroute(ctx context.Context, m *routeRow, now time.Time, cache rout
 	return p.ID != m.phoneID, err
 }
 
+// deviceDueProbe counts 1 when a device message is due by its argument.
+const deviceDueProbe = `SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE device_due IS NOT NULL AND device_due <= ? LIMIT 1) due`
+
 // RerouteDeviceMessages moves, up to limit at a time, the device messages
 // that cannot stay where they are: handed to a device that reported nothing
 // by their validUntil plus grace (the phone's clock may run a little behind
@@ -312,6 +315,16 @@ func (db *DB) RerouteDeviceMessages(ctx context.Context, now time.Time, grace ti
 	offline := db.routing.OfflineAfter
 	if offline <= 0 {
 		offline = sb.DefaultPhoneOfflineAfter
+	}
+	// Whether any device message is due at all, asked first on its own:
+	// the search below runs in a group-commit transaction, which holds
+	// the callers of its batch (sends among them) until it is done, and on
+	// PostgreSQL without statistics (a new table, autovacuum off) its plan
+	// read the whole messages table, every two seconds on every node.
+	// Measured in the send bench with three nodes: 27 ms of PostgreSQL's
+	// CPU a call, for a table without a device message.
+	if n, err := db.queueCount(ctx, deviceDueProbe, sb.Micros(now)); err != nil || n == 0 {
+		return 0, 0, err
 	}
 	err = db.Write(ctx, func(tx *Tx) error {
 		considered, moved = 0, 0

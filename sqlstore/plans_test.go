@@ -282,6 +282,58 @@ func TestReleaseClaimsPlan(t *testing.T) {
 	}
 }
 
+func TestDeviceSweepIdle(t *testing.T) {
+	// With no device message due, the device sweeper's search (every two
+	// seconds on every node) runs no group-commit transaction, which would
+	// hold the sends of its batch until it is done, and on PostgreSQL its
+	// question reads the queue's index, not the messages table, even
+	// without statistics: with 20,000 messages, none for a device.
+	eachStore(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		if _, err := db.exec(ctx, `INSERT INTO messages (id, tenant_id, environment, direction, from_number, to_number, body, channel, status, created_at)
+			SELECT 'm' || i, 'tn', 'live', 'outbound', '+15005550000', '+15005550001', 'hi', 'sms', 'delivered', 1
+			FROM generate_series(1, 20000) i`); err != nil && db.dialect == Postgres {
+			t.Fatal(err)
+		}
+		commits, _ := db.BatchStats()
+		n, moved, err := db.RerouteDeviceMessages(ctx, time.Now(), time.Second, 500)
+		if err != nil || n != 0 || moved != 0 {
+			t.Fatalf("RerouteDeviceMessages = %d, %d, %v; want 0, 0, nil", n, moved, err)
+		}
+		if c, _ := db.BatchStats(); c != commits {
+			t.Errorf("%d group-commit transactions for a sweep with nothing due; want none", c-commits)
+		}
+		if db.dialect != Postgres {
+			return
+		}
+		// The question as queueCount asks it.
+		var plan []string
+		if err := db.inTx(ctx, func(tx *Tx) error {
+			if _, err := tx.exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
+				return err
+			}
+			rows, err := tx.query(ctx, `EXPLAIN `+deviceDueProbe, sb.Micros(time.Now()))
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var line string
+				if err := rows.Scan(&line); err != nil {
+					return err
+				}
+				plan = append(plan, line)
+			}
+			return rows.Err()
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if p := strings.Join(plan, "\n"); strings.Contains(p, "Seq Scan") || !strings.Contains(p, "messages_device_due") {
+			t.Errorf("the sweeper's question reads messages without its index messages_device_due:\n%s", p)
+		}
+	})
+}
+
 // planTestTx opens the test's PostgreSQL schema and begins a transaction on
 // one connection, rolled back when the test ends: the tests of a plan made
 // once per connection count the scans of that connection's backend.

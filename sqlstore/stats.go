@@ -30,17 +30,17 @@ func (db *DB) QueueDepth(ctx context.Context) (int64, error) {
 // PostgreSQL it runs with sequential scans priced out: without statistics
 // (a new table, or autovacuum off) the planner guesses that a good share of
 // the rows have a run_at, and would read the whole messages table.
-func (db *DB) queueCount(ctx context.Context, query string) (int64, error) {
+func (db *DB) queueCount(ctx context.Context, query string, args ...any) (int64, error) {
 	var n int64
 	if db.dialect != Postgres {
-		err := db.queryRow(ctx, query).Scan(&n)
+		err := db.queryRow(ctx, query, args...).Scan(&n)
 		return n, err
 	}
 	err := db.inTx(ctx, func(tx *Tx) error {
 		if _, err := tx.exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
 			return err
 		}
-		return tx.queryRow(ctx, query).Scan(&n)
+		return tx.queryRow(ctx, query, args...).Scan(&n)
 	})
 	return n, err
 }
