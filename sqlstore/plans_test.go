@@ -334,6 +334,70 @@ func TestDeviceSweepIdle(t *testing.T) {
 	})
 }
 
+func TestGaugesReadClaimsNotMessages(t *testing.T) {
+	// The gauges of /metrics count the claimed messages of each lane by
+	// reading the claims and each one's message, not the whole messages
+	// table: with 20,000 messages and two claims (one of each lane), a
+	// scrape fetches a handful of messages' rows, on a table without
+	// statistics.
+	db := openTestDB(t, testPostgresURL(t))
+	ctx := context.Background()
+	if _, err := db.exec(ctx, `INSERT INTO messages (id, tenant_id, environment, direction, from_number, to_number, body, channel, status, created_at, campaign_id)
+		SELECT 'm' || i, 'tn', 'live', 'outbound', '+15005550000', '+15005550001', 'hi', 'sms', CASE WHEN i <= 2 THEN 'queued' ELSE 'delivered' END, 1,
+			CASE WHEN i = 2 THEN 'c' END
+		FROM generate_series(1, 20000) i`); err != nil {
+		t.Fatal(err)
+	}
+	// Every message was claimed once, as under load; the claims of those
+	// delivered are deleted (and without a vacuum still take their place).
+	if _, err := db.exec(ctx, `INSERT INTO message_claims (message_id, node, until) SELECT id, 'n', 5 FROM messages`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.exec(ctx, `DELETE FROM message_claims WHERE message_id NOT IN ('m1', 'm2')`); err != nil {
+		t.Fatal(err)
+	}
+	g, err := db.Gauges(ctx, sb.Routing{}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Queue["direct"] != 1 || g.Queue["campaign"] != 1 {
+		t.Errorf("queue gauges %v; want one direct and one campaign message (the claims)", g.Queue)
+	}
+	// The gauges' statements as queueCount runs them, in a transaction
+	// whose backend's counts the test reads.
+	conn, err := db.write.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec(`SET LOCAL enable_seqscan = off`); err != nil {
+		t.Fatal(err)
+	}
+	var before int64
+	const fetched = `SELECT COALESCE(idx_tup_fetch, 0) + seq_tup_read FROM pg_stat_xact_user_tables WHERE schemaname = current_schema() AND relname = 'messages'`
+	if err := tx.QueryRow(fetched).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range gaugeQueries {
+		var n int64
+		if err := tx.QueryRow(q).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var after int64
+	if err := tx.QueryRow(fetched).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	if n := after - before; n > 10 {
+		t.Errorf("the gauges read %d rows of messages for two claims; want a handful", n)
+	}
+}
+
 // planTestTx opens the test's PostgreSQL schema and begins a transaction on
 // one connection, rolled back when the test ends: the tests of a plan made
 // once per connection count the scans of that connection's backend.

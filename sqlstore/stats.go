@@ -128,18 +128,24 @@ type Gauges struct {
 	Phones map[[2]string]int64
 }
 
+// A lane counts its messages in the queue and those claimed by a
+// node's delivery worker. The claims' lane is read message by message
+// (a subquery per claim, by primary key): written as a join, the
+// planner without statistics read the whole messages table's primary
+// key for it, at every scrape (150 ms of PostgreSQL's time a scrape
+// with 150,000 messages).
+var gaugeQueries = map[string]string{
+	"direct": `SELECT (SELECT COUNT(*) FROM messages WHERE run_at IS NOT NULL AND campaign_id IS NULL) +
+		(SELECT COUNT(*) FROM message_claims c WHERE (SELECT m.campaign_id FROM messages m WHERE m.id = c.message_id) IS NULL)`,
+	"campaign": `SELECT (SELECT COUNT(*) FROM messages WHERE run_at IS NOT NULL AND campaign_id IS NOT NULL) +
+		(SELECT COUNT(*) FROM message_claims c WHERE (SELECT m.campaign_id FROM messages m WHERE m.id = c.message_id) IS NOT NULL)`,
+	"device": `SELECT COUNT(*) FROM messages WHERE device_due IS NOT NULL`,
+}
+
 // Gauges counts the outstanding work of every tenant (see Gauges).
 func (db *DB) Gauges(ctx context.Context, routing sb.Routing, now time.Time) (Gauges, error) {
 	g := Gauges{Queue: map[string]int64{}, Phones: map[[2]string]int64{}}
-	// A lane counts its messages in the queue and those claimed by a
-	// node's delivery worker.
-	for lane, query := range map[string]string{
-		"direct": `SELECT (SELECT COUNT(*) FROM messages WHERE run_at IS NOT NULL AND campaign_id IS NULL) +
-			(SELECT COUNT(*) FROM message_claims c JOIN messages m ON m.id = c.message_id WHERE m.campaign_id IS NULL)`,
-		"campaign": `SELECT (SELECT COUNT(*) FROM messages WHERE run_at IS NOT NULL AND campaign_id IS NOT NULL) +
-			(SELECT COUNT(*) FROM message_claims c JOIN messages m ON m.id = c.message_id WHERE m.campaign_id IS NOT NULL)`,
-		"device": `SELECT COUNT(*) FROM messages WHERE device_due IS NOT NULL`,
-	} {
+	for lane, query := range gaugeQueries {
 		n, err := db.queueCount(ctx, query)
 		if err != nil {
 			return g, err
