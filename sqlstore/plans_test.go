@@ -11,8 +11,8 @@ import (
 )
 
 // On PostgreSQL the statements over a batch of message ids (hand-offs and
-// outcomes: `id = ANY(...)`) and the queue's polls (ClaimDue, NextDue: a
-// range of run_at) are planned at every execution, never by a prepared
+// outcomes: `id = ANY(...)`) and ClaimDue's claims (a range of run_at) are
+// planned at every execution, never by a prepared
 // statement's generic plan. pgx prepares each statement once per
 // connection, and after five executions PostgreSQL may keep a generic plan
 // made from the table of that moment: prepared while messages held a few
@@ -20,7 +20,10 @@ import (
 // the whole table at every batch as it grew (80 us a message instead of 28
 // after 60,000 sends). pg_prepared_statements lists the statements the
 // connection prepared and how often each ran a generic plan; the test asks
-// every connection of the pool (two).
+// every connection of the pool (two). (The questions of the queue's polls,
+// NextDue's and the one before ClaimDue, run in functions whose plans are
+// made once per connection with sequential scans priced out: see
+// TestQueuePollsPlan.)
 func TestBatchStatementsPlannedEachTime(t *testing.T) {
 	url := testPostgresURL(t)
 	ctx := context.Background()
@@ -242,6 +245,96 @@ func TestFinishDeliveredPlan(t *testing.T) {
 	if claims != 0 || delivered != 2 {
 		t.Errorf("after finish_delivered: %d claims of m1-m3 left, %d messages delivered; want 0 and 2", claims, delivered)
 	}
+}
+
+func TestQueuePollsPlan(t *testing.T) {
+	// The delivery worker's questions at each poll, queue_due and
+	// queue_next, read the queue's partial indexes and the claims' index
+	// whatever the tables held when their plans were made: here, nothing.
+	ctx := context.Background()
+	tx := planTestTx(t)
+	scans := func() map[string][2]int64 { return xactScans(t, tx, "messages", "message_claims") }
+	ask := func() (due bool, next sql.NullInt64) {
+		t.Helper()
+		if err := tx.QueryRowContext(ctx, `SELECT queue_due(100), queue_next(100, 200)`).Scan(&due, &next); err != nil {
+			t.Fatal(err)
+		}
+		return due, next
+	}
+	before := scans()
+	for range 6 { // the plans are made at the first call, on empty tables
+		if due, next := ask(); due || next.Valid {
+			t.Fatalf("empty tables: due %v, next %v", due, next)
+		}
+	}
+	wantNoSeqScans(t, "queue_due and queue_next", before, scans(), 6)
+	// 2,000 messages delivered and off the queue, one campaign message due
+	// at 150 and a claim that ends at 120.
+	if _, err := tx.ExecContext(ctx, `INSERT INTO messages (id, tenant_id, environment, direction, from_number, to_number, body, channel, status, created_at, campaign_id, run_at)
+		SELECT 'm' || i, 'tn', 'live', 'outbound', '+15005550000', '+15005550001', 'hi', 'sms', CASE WHEN i = 1 THEN 'queued' ELSE 'delivered' END, 1,
+			CASE WHEN i = 1 THEN 'c' END, CASE WHEN i = 1 THEN 150 END
+		FROM generate_series(1, 2000) i`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO message_claims (message_id, node, until) SELECT 'm' || i, 'n', 1000 + i FROM generate_series(3, 2000) i`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO message_claims (message_id, node, until) VALUES ('m2', 'n', 120)`); err != nil {
+		t.Fatal(err)
+	}
+	after := scans()
+	if due, next := ask(); due || next.Int64 != 120 {
+		t.Errorf("at 100: due %v, next %v; want nothing due, the claim's end (120) next", due, next)
+	}
+	wantNoSeqScans(t, "queue_due and queue_next", after, scans(), 1)
+	var due119, due120, due130, due160 bool
+	var next130 sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT queue_due(119), queue_due(120), queue_due(130), queue_next(130, 200), queue_due(160)`).Scan(&due119, &due120, &due130, &next130, &due160); err != nil {
+		t.Fatal(err)
+	}
+	if due119 || !due120 || !due130 || next130.Int64 != 150 || !due160 {
+		t.Errorf("due at 119 %v, at 120 %v, at 130 %v (next %v), at 160 %v; want false, then due from the claim's end (120), the message's 150 next after 130",
+			due119, due120, due130, next130, due160)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM message_claims WHERE message_id = 'm2'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRowContext(ctx, `SELECT queue_due(130), queue_due(160)`).Scan(&due130, &due160); err != nil {
+		t.Fatal(err)
+	}
+	if due130 || !due160 {
+		t.Errorf("without the claim: due at 130 %v, at 160 %v; want false, true (the campaign message)", due130, due160)
+	}
+}
+
+func TestClaimDueIdle(t *testing.T) {
+	// With nothing due and no claim run out, ClaimDue takes no
+	// group-commit transaction (which would hold the sends of its batch);
+	// a claim that ran out, or a message due, it does.
+	eachStore(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		now := time.Now()
+		commits, _ := db.BatchStats()
+		if msgs, err := db.ClaimDue(ctx, now, time.Minute, 10); err != nil || len(msgs) != 0 {
+			t.Fatalf("ClaimDue on an empty queue = %v, %v", msgs, err)
+		}
+		if c, _ := db.BatchStats(); c != commits {
+			t.Errorf("%d group-commit transactions for a poll with nothing due; want none", c-commits)
+		}
+		if _, err := db.exec(ctx, `INSERT INTO message_claims (message_id, node, until) VALUES ('gone', 'n', ?)`, sb.Micros(now.Add(-time.Second))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ClaimDue(ctx, now, time.Minute, 10); err != nil {
+			t.Fatal(err)
+		}
+		var left int
+		if err := db.queryRow(ctx, `SELECT COUNT(*) FROM message_claims`).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if c, _ := db.BatchStats(); c == commits || left != 0 {
+			t.Errorf("a claim that ran out: %d group-commit transactions, %d claims left; want one and none", c-commits, left)
+		}
+	})
 }
 
 // A dead node's takeover (releaseClaims) reaches the messages it held

@@ -29,6 +29,13 @@ import (
 // PostgreSQL, SKIP LOCKED lets several nodes claim at once without waiting
 // on each other.
 func (db *DB) ClaimDue(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]*sb.Message, error) {
+	// Whether anything is to be done is asked first, outside the
+	// group-commit transaction, which holds the callers of its batch: under
+	// load nothing is, since the sends reach the worker in memory, and
+	// every node asks four times a second.
+	if due, err := db.queueDue(ctx, now); err != nil || !due {
+		return nil, err
+	}
 	var out []*sb.Message
 	lock := ""
 	if db.dialect == Postgres {
@@ -95,6 +102,24 @@ func (db *DB) ClaimDue(ctx context.Context, now time.Time, lease time.Duration, 
 		db.redelivered.leaseMessages.Add(int64(lapsed))
 	}
 	return out, err
+}
+
+// queueDue reports whether a message is due by now in the queue, or a claim
+// has run out: whether ClaimDue has anything to do. On PostgreSQL the
+// function queue_due (migration 0024) asks it in one call planned once per
+// connection.
+func (db *DB) queueDue(ctx context.Context, now time.Time) (bool, error) {
+	var due bool
+	query := `SELECT queue_due(?)`
+	args := []any{sb.Micros(now)}
+	if db.dialect != Postgres {
+		query = `SELECT EXISTS (SELECT 1 FROM messages WHERE run_at <= ? AND campaign_id IS NULL)
+			OR EXISTS (SELECT 1 FROM messages WHERE run_at <= ? AND campaign_id IS NOT NULL)
+			OR EXISTS (SELECT 1 FROM message_claims WHERE until <= ?)`
+		args = []any{args[0], args[0], args[0]}
+	}
+	err := db.queryRow(ctx, query, args...).Scan(&due)
+	return due, err
 }
 
 // sweepClaims puts up to limit claims that ended by now back in the queue,
@@ -192,11 +217,20 @@ func (t *Tx) unclaim(ctx context.Context, id string) (bool, error) {
 // per node and poll, it cost more CPU than any statement but the sends).
 // What fell due by after, ClaimDue has just claimed or another node holds.
 func (db *DB) NextDue(ctx context.Context, after, before time.Time) (time.Time, bool, error) {
+	if db.dialect == Postgres {
+		// The same three questions in one call planned once per
+		// connection (migration 0024).
+		var next *int64
+		if err := db.queryRow(ctx, `SELECT queue_next(?, ?)`, sb.Micros(after), sb.Micros(before)).Scan(&next); err != nil || next == nil {
+			return time.Time{}, false, err
+		}
+		return sb.FromMicros(*next), true, nil
+	}
 	var next *int64
 	for _, lane := range []string{"campaign_id IS NULL", "campaign_id IS NOT NULL"} {
 		var n *int64
 		if err := db.queryRow(ctx, `SELECT MIN(run_at) FROM messages WHERE run_at > ? AND run_at <= ? AND `+lane,
-			db.planEach(sb.Micros(after), sb.Micros(before))...).Scan(&n); err != nil {
+			sb.Micros(after), sb.Micros(before)).Scan(&n); err != nil {
 			return time.Time{}, false, err
 		}
 		if n != nil && (next == nil || *n < *next) {
@@ -206,7 +240,7 @@ func (db *DB) NextDue(ctx context.Context, after, before time.Time) (time.Time, 
 	// A claim that runs out puts its message back in the queue.
 	var n *int64
 	if err := db.queryRow(ctx, `SELECT MIN(until) FROM message_claims WHERE until > ? AND until <= ?`,
-		db.planEach(sb.Micros(after), sb.Micros(before))...).Scan(&n); err != nil {
+		sb.Micros(after), sb.Micros(before)).Scan(&n); err != nil {
 		return time.Time{}, false, err
 	}
 	if n != nil && (next == nil || *n < *next) {
