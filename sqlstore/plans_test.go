@@ -460,16 +460,7 @@ func TestGaugesReadClaimsNotMessages(t *testing.T) {
 	}
 	// The gauges' statements as queueCount runs them, in a transaction
 	// whose backend's counts the test reads.
-	conn, err := db.write.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
+	tx := testTx(t, db)
 	if _, err := tx.Exec(`SET LOCAL enable_seqscan = off`); err != nil {
 		t.Fatal(err)
 	}
@@ -498,8 +489,14 @@ func TestGaugesReadClaimsNotMessages(t *testing.T) {
 // once per connection count the scans of that connection's backend.
 func planTestTx(t *testing.T) *sql.Tx {
 	t.Helper()
+	return testTx(t, openTestDBOptions(t, testPostgresURL(t), Options{MaxConns: 2, Writers: 1}))
+}
+
+// testTx begins a transaction of db on one connection, rolled back when the
+// test ends.
+func testTx(t *testing.T, db *DB) *sql.Tx {
+	t.Helper()
 	ctx := context.Background()
-	db := openTestDBOptions(t, testPostgresURL(t), Options{MaxConns: 2, Writers: 1})
 	conn, err := db.write.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
