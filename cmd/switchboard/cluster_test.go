@@ -112,7 +112,51 @@ func TestClusterNodeKilled(t *testing.T) {
 		all, ofVictim := count(0)
 		return all >= 900 && ofVictim >= 300
 	})
-	killedAt := time.Now()
+
+	conn, err := sql.Open("pgx", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// The victim is killed while it holds claimed messages, or the test
+	// would not test their takeover. Each is held for the simulator's
+	// 100 ms, so on a slow machine, with few sends a second, a kill at a
+	// random instant sometimes found none (CI, 2026-11-26). So it is
+	// stopped first (SIGSTOP: no beat, no write from then on, as dead),
+	// and killed once the claims it holds stay the same for two reads of
+	// the database (its last statements have landed) and are not none;
+	// otherwise it goes on (SIGCONT) for more sends and is tried again.
+	// killedAt is the stop, the instant it stopped working.
+	var killedAt time.Time
+	for try := 0; ; try++ {
+		_, before := count(0)
+		victim.cmd.Process.Signal(syscall.SIGSTOP)
+		killedAt = time.Now()
+		held := -1
+		for {
+			var n int
+			if err := conn.QueryRow(`SELECT COUNT(*) FROM message_claims WHERE node = $1`, victimID).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n == held {
+				break
+			}
+			held = n
+			time.Sleep(50 * time.Millisecond) // between two reads: not a wait for an outcome
+		}
+		if held > 0 {
+			t.Logf("the victim stopped holding %d claimed messages (try %d), then killed", held, try+1)
+			break
+		}
+		if try == 20 {
+			t.Fatal("the victim held no claimed message at any of 20 stops: the test cannot test their takeover")
+		}
+		victim.cmd.Process.Signal(syscall.SIGCONT)
+		eventually(t, 60*time.Second, "more sends accepted by the victim", func() bool {
+			_, of := count(0)
+			return of >= before+20
+		})
+	}
 	victim.kill()
 	dead.Store(true)
 	// The load goes on, on the two others, while they notice the death.
@@ -125,12 +169,6 @@ func TestClusterNodeKilled(t *testing.T) {
 	wg.Wait()
 	all, ofVictim := count(0)
 	t.Logf("%d sends accepted (202), %d of them by the killed node", all, ofVictim)
-
-	conn, err := sql.Open("pgx", db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 
 	// Declared dead, and its work taken over, within 5 s of the kill. The
 	// design bound is dead-after (3 s) plus one beat interval (1 s) after
