@@ -402,25 +402,23 @@ func TestDeviceSweepIdle(t *testing.T) {
 			return
 		}
 		// The question as queueCount asks it.
+		tx := testTx(t, db)
+		if _, err := tx.Exec(`SET LOCAL enable_seqscan = off`); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := tx.Query(`EXPLAIN `+db.q(deviceDueProbe), sb.Micros(time.Now()))
+		if err != nil {
+			t.Fatal(err)
+		}
 		var plan []string
-		if err := db.inTx(ctx, func(tx *Tx) error {
-			if _, err := tx.exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
-				return err
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
 			}
-			rows, err := tx.query(ctx, `EXPLAIN `+deviceDueProbe, sb.Micros(time.Now()))
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			for rows.Next() {
-				var line string
-				if err := rows.Scan(&line); err != nil {
-					return err
-				}
-				plan = append(plan, line)
-			}
-			return rows.Err()
-		}); err != nil {
+			plan = append(plan, line)
+		}
+		if err := rows.Err(); err != nil {
 			t.Fatal(err)
 		}
 		if p := strings.Join(plan, "\n"); strings.Contains(p, "Seq Scan") || !strings.Contains(p, "messages_device_due") {
