@@ -1,0 +1,88 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// TestBackendKeepsHeap: the pool's PostgreSQL backends keep the memory their
+// statements free (keepBackendHeap) instead of faulting it in again at each
+// statement. It counts the minor page faults (/proc/PID/stat) that a
+// statement growing the heap by a few MiB costs on a backend of the store's
+// pool, and, as the control, on a backend of a plain connection. It needs
+// PostgreSQL on this machine; where the control does not fault either (a
+// C library other than glibc, or MALLOC_* settings in PostgreSQL's
+// environment), there is nothing to show and it skips.
+func TestBackendKeepsHeap(t *testing.T) {
+	url := testPostgresURL(t)
+	db := openTestDB(t, url)
+	ctx := context.Background()
+	const query = `SELECT count(*) FROM (SELECT g FROM generate_series(1, 20000) g ORDER BY g DESC) s`
+	// faultsPerRun runs query 20 times on conn (its first run before) and
+	// returns the backend's minor faults a run.
+	faultsPerRun := func(c *pgx.Conn) float64 {
+		pid := c.PgConn().PID()
+		stat := fmt.Sprintf("/proc/%d/stat", pid)
+		if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil || !strings.HasPrefix(string(cmd), "postgres") {
+			t.Skipf("PostgreSQL's backend %d is not a process of this machine (%v): the test needs PostgreSQL on this machine", pid, err)
+		}
+		minflt := func() int64 {
+			b, err := os.ReadFile(stat)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// minflt is the tenth field, the eighth after the command's
+			// closing parenthesis.
+			f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+			n, err := strconv.ParseInt(f[7], 10, 64)
+			if err != nil {
+				t.Fatalf("minflt of %s: %v", b, err)
+			}
+			return n
+		}
+		if _, err := c.Exec(ctx, query); err != nil {
+			t.Fatal(err)
+		}
+		f0 := minflt()
+		for i := 0; i < 20; i++ {
+			if _, err := c.Exec(ctx, query); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return float64(minflt()-f0) / 20
+	}
+
+	plain, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close(ctx)
+	control := faultsPerRun(plain)
+	if control < 100 {
+		t.Skipf("a plain connection's backend took %.1f minor faults a run: this PostgreSQL's malloc keeps its memory without keepBackendHeap", control)
+	}
+
+	conn, err := db.write.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var pooled float64
+	if err := conn.Raw(func(dc any) error {
+		pooled = faultsPerRun(dc.(*stdlib.Conn).Conn())
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("minor faults a run: %.1f on the pool's backend, %.1f on a plain connection's", pooled, control)
+	if pooled > control/10 {
+		t.Errorf("the pool's backend took %.1f minor faults a run (a plain connection's %.1f), want at most a tenth: it gives its memory back to the kernel after each statement (is keepBackendHeap run on each new connection?)", pooled, control)
+	}
+}
