@@ -362,26 +362,27 @@ func openPostgres(url string, opt Options) (*DB, error) {
 }
 
 // keepBackendHeap runs on each new connection of the pool. It has the
-// PostgreSQL backend allocate and free one block of heapKeep bytes, which
-// makes glibc's malloc in that backend keep the memory its statements free
-// instead of giving it back to the kernel after each of them. The block is
-// 4 MiB: the backend then keeps up to 8 MiB free at the top of its heap
-// (what its largest statement took, no more), and takes blocks under 4 MiB
-// from the heap rather than from mmap; all of it goes back to the kernel
-// when the backend ends (after the pool's idle time, at the latest).
+// PostgreSQL backend allocate and free one block of 4 MiB, which makes
+// glibc's malloc in that backend keep the memory its statements free instead
+// of giving it back to the kernel after each of them: the backend then keeps
+// up to 8 MiB free at the top of its heap (what its largest statement took,
+// no more), and takes blocks under 4 MiB from the heap rather than from
+// mmap; all of it goes back to the kernel when the backend ends (the pool
+// closes a connection idle for 5 minutes).
 //
 // By default glibc trims its heap whenever more than 128 KiB lie free at its
 // top (M_TRIM_THRESHOLD). A backend running the writers' pipelines grows its
 // heap by 550-700 KiB for each and frees it at the end, so each pipeline
 // paid brk calls and a page fault for every page touched again: 30% of
-// PostgreSQL's CPU under the send bench (docs/scale-out.md, "PostgreSQL's
-// memory allocator"). glibc's thresholds are dynamic (mallopt(3)): freeing
-// a block that was mmapped because it exceeded the mmap threshold raises
-// that threshold to the block's size and the trim threshold to twice that,
-// for the rest of the process. The block here is the result of repeat(),
-// freed as the statement ends. A PostgreSQL on another C library runs the
-// statement for nothing; an operator's MALLOC_* settings in PostgreSQL's
-// environment turn the dynamic thresholds off and take precedence.
+// PostgreSQL's CPU under the send bench on one virtual machine, 2% on
+// another (docs/scale-out.md, "PostgreSQL's memory allocator"). glibc's
+// thresholds are dynamic (mallopt(3)): freeing a block that was mmapped
+// because it exceeded the mmap threshold raises that threshold to the
+// block's size and the trim threshold to twice that, for the rest of the
+// process. The block here is the result of repeat(), freed as the statement
+// ends. A PostgreSQL on another C library runs the statement for nothing; an
+// operator's MALLOC_* settings in PostgreSQL's environment turn the dynamic
+// thresholds off and take precedence.
 func keepBackendHeap(ctx context.Context, c *pgx.Conn) error {
 	_, err := c.Exec(ctx, "SELECT length(repeat('x', 4194304))")
 	return err
