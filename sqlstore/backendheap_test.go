@@ -25,8 +25,8 @@ func TestBackendKeepsHeap(t *testing.T) {
 	db := openTestDB(t, url)
 	ctx := context.Background()
 	const query = `SELECT count(*) FROM (SELECT g FROM generate_series(1, 20000) g ORDER BY g DESC) s`
-	// faultsPerRun runs query 20 times on conn (its first run before) and
-	// returns the backend's minor faults a run.
+	// faultsPerRun runs query on c once, then 20 times more, and returns
+	// the minor faults of c's backend a run over the 20.
 	faultsPerRun := func(c *pgx.Conn) float64 {
 		pid := c.PgConn().PID()
 		stat := fmt.Sprintf("/proc/%d/stat", pid)
@@ -84,5 +84,18 @@ func TestBackendKeepsHeap(t *testing.T) {
 	t.Logf("minor faults a run: %.1f on the pool's backend, %.1f on a plain connection's", pooled, control)
 	if pooled > control/10 {
 		t.Errorf("the pool's backend took %.1f minor faults a run (a plain connection's %.1f), want at most a tenth: it gives its memory back to the kernel after each statement (is keepBackendHeap run on each new connection?)", pooled, control)
+	}
+}
+
+// TestBackendKeepsHeapRefused: a connection on which PostgreSQL refuses
+// keepBackendHeap's statement is kept and serves the store.
+func TestBackendKeepsHeapRefused(t *testing.T) {
+	url := testPostgresURL(t)
+	defer func(q string) { keepHeapQuery = q }(keepHeapQuery)
+	keepHeapQuery = "SELECT 1/0"
+	db := openTestDB(t, url)
+	var n int
+	if err := db.queryRow(context.Background(), `SELECT 41 + 1`).Scan(&n); err != nil || n != 42 {
+		t.Fatalf("a query on the pool: %d, %v; want 42", n, err)
 	}
 }

@@ -382,11 +382,20 @@ func openPostgres(url string, opt Options) (*DB, error) {
 // process. The block here is the result of repeat(), freed as the statement
 // ends. A PostgreSQL on another C library runs the statement for nothing; an
 // operator's MALLOC_* settings in PostgreSQL's environment turn the dynamic
-// thresholds off and take precedence.
+// thresholds off and take precedence. An error of PostgreSQL's (a proxy or a
+// role that refuses the statement) leaves the connection as it was and in
+// the pool; only a broken connection is refused.
 func keepBackendHeap(ctx context.Context, c *pgx.Conn) error {
-	_, err := c.Exec(ctx, "SELECT length(repeat('x', 4194304))")
+	_, err := c.Exec(ctx, keepHeapQuery)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return nil
+	}
 	return err
 }
+
+// keepHeapQuery is keepBackendHeap's statement (a variable for its test).
+var keepHeapQuery = "SELECT length(repeat('x', 4194304))"
 
 // Dialect reports which database this is.
 func (db *DB) Dialect() Dialect { return db.dialect }
