@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/switchboard/switchboard/bench/rounds"
 )
 
 // TestBackendKeepsHeap: the pool's PostgreSQL backends keep the memory their
@@ -28,22 +29,14 @@ func TestBackendKeepsHeap(t *testing.T) {
 	// faultsPerRun runs query on c once, then 20 times more, and returns
 	// the minor faults of c's backend a run over the 20.
 	faultsPerRun := func(c *pgx.Conn) float64 {
-		pid := c.PgConn().PID()
-		stat := fmt.Sprintf("/proc/%d/stat", pid)
+		pid := int(c.PgConn().PID())
 		if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil || !strings.HasPrefix(string(cmd), "postgres") {
 			t.Skipf("PostgreSQL's backend %d is not a process of this machine (%v): the test needs PostgreSQL on this machine", pid, err)
 		}
 		minflt := func() int64 {
-			b, err := os.ReadFile(stat)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// minflt is the tenth field, the eighth after the command's
-			// closing parenthesis.
-			f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-			n, err := strconv.ParseInt(f[7], 10, 64)
-			if err != nil {
-				t.Fatalf("minflt of %s: %v", b, err)
+			n, ok := rounds.MinorFaults(pid)
+			if !ok {
+				t.Fatalf("the minor faults of backend %d cannot be read from /proc/%d/stat", pid, pid)
 			}
 			return n
 		}

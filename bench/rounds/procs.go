@@ -53,15 +53,36 @@ func CommandCPU(comm string) (time.Duration, bool) {
 	return ProcessesCPU(pids)
 }
 
-// statCPU reads utime and stime (fields 14 and 15) of a /proc/PID/stat
-// line. The command name, field 2, is in parentheses and may hold spaces
-// and parentheses itself: the fields are counted after its last ')'.
-func statCPU(b []byte) (time.Duration, bool) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
+// MinorFaults returns the minor page faults (field 10 of /proc/PID/stat)
+// that process pid has taken so far; ok is false where that cannot be read.
+func MinorFaults(pid int) (n int64, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
 		return 0, false
 	}
-	f := bytes.Fields(b[i+1:]) // f[0] is field 3, the state
+	f := statFields(b)
+	if len(f) < 8 {
+		return 0, false
+	}
+	n, err = strconv.ParseInt(string(f[7]), 10, 64)
+	return n, err == nil
+}
+
+// statFields returns the fields of a /proc/PID/stat line from field 3, the
+// state, on (nil when there is none). The command name, field 2, is in
+// parentheses and may hold spaces and parentheses itself: the fields are
+// counted after its last ')'.
+func statFields(b []byte) [][]byte {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil
+	}
+	return bytes.Fields(b[i+1:])
+}
+
+// statCPU reads utime and stime (fields 14 and 15) of a /proc/PID/stat line.
+func statCPU(b []byte) (time.Duration, bool) {
+	f := statFields(b) // f[0] is field 3, the state
 	if len(f) < 13 {
 		return 0, false
 	}

@@ -3,6 +3,7 @@ package rounds
 import (
 	"os"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -53,5 +54,32 @@ func TestProcessesCPU(t *testing.T) {
 	}
 	if _, ok := CommandCPU("no-such-command-here"); ok {
 		t.Error("CommandCPU of a command that does not run reports ok")
+	}
+}
+
+func TestMinorFaults(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	before, ok := MinorFaults(os.Getpid())
+	if !ok {
+		t.Fatal("MinorFaults of this process: not ok")
+	}
+	// Touch every page of a fresh anonymous mapping: one minor fault each.
+	const pages = 1024
+	mem, err := syscall.Mmap(-1, 0, pages*os.Getpagesize(), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(mem)
+	for i := 0; i < len(mem); i += os.Getpagesize() {
+		mem[i] = 1
+	}
+	after, ok := MinorFaults(os.Getpid())
+	if !ok || after-before < pages {
+		t.Fatalf("minor faults went from %d to %d (ok %v) over %d pages touched, want at least %d more", before, after, ok, pages, pages)
+	}
+	if _, ok := MinorFaults(1 << 30); ok {
+		t.Error("MinorFaults of no such pid reports ok")
 	}
 }
