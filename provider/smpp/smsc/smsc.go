@@ -84,7 +84,7 @@ type Server struct {
 }
 
 type deliver struct {
-	p    *pdu.DeliverSM
+	p    *pdu.DeliverSM // as made; every bind is sent a numbered copy
 	seq  int32
 	on   *conn
 	what string
@@ -574,7 +574,7 @@ func (s *Server) dispatch() {
 				bound = append(bound, c)
 			}
 		}
-		byConn := map[*conn][]*deliver{}
+		byConn := map[*conn][]*pdu.DeliverSM{}
 		var keep []*deliver
 		for _, d := range s.outbox {
 			var target *conn
@@ -588,21 +588,23 @@ func (s *Server) dispatch() {
 				keep = append(keep, d)
 				continue
 			}
-			// A message sent again after its bind dropped may still be
-			// in that bind's writer, marshalled as it was: number a copy.
+			// Each bind gets its own numbered copy: a message sent again
+			// after its bind dropped may still be in that bind's writer,
+			// whose Marshal writes the copy's header; d.p itself is never
+			// handed to a writer.
 			p := *d.p
 			p.AssignSequenceNumber()
 			target.mu.Lock()
-			d.p, d.seq, d.on = &p, p.SequenceNumber, target
+			d.seq, d.on = p.SequenceNumber, target
 			target.inflight[d.seq] = d
 			target.mu.Unlock()
-			byConn[target] = append(byConn[target], d)
+			byConn[target] = append(byConn[target], &p)
 		}
 		s.outbox = keep
 		s.mu.Unlock()
-		for c, ds := range byConn {
-			for _, d := range ds {
-				if !c.send(d.p) {
+		for c, ps := range byConn {
+			for _, p := range ps {
+				if !c.send(p) {
 					break // closed: close() moved the in-flight ones back
 				}
 			}
