@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -91,4 +92,23 @@ func TestBackendKeepsHeapRefused(t *testing.T) {
 	if err := db.queryRow(context.Background(), `SELECT 41 + 1`).Scan(&n); err != nil || n != 42 {
 		t.Fatalf("a query on the pool: %d, %v; want 42", n, err)
 	}
+}
+
+// TestBackendKeepsHeapOutlivesWait: keepBackendHeap's statement is not cut
+// short by the deadline of the caller waiting for the connection. A
+// connection whose statement outlasts the pool's wait (--db-wait) still
+// serves that caller, where it was turned away with 503 DATABASE_UNAVAILABLE
+// when opening a connection on a loaded machine took most of the wait.
+func TestBackendKeepsHeapOutlivesWait(t *testing.T) {
+	url := testPostgresURL(t)
+	db := openTestDB(t, url)
+	defer func(q string) { keepHeapQuery = q }(keepHeapQuery)
+	keepHeapQuery = "SELECT pg_sleep(0.3)"
+	db.write.SetMaxIdleConns(0) // every connection taken is a new one
+	db.pool.opt.ConnWait = 100 * time.Millisecond
+	conn, err := db.acquire(context.Background())
+	if err != nil {
+		t.Fatalf("a connection whose keepBackendHeap outlasts the pool's wait of 100ms: %v", err)
+	}
+	conn.Close()
 }

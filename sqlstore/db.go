@@ -379,13 +379,25 @@ func openPostgres(url string, opt Options) (*DB, error) {
 // thresholds are dynamic (mallopt(3)): freeing a block that was mmapped
 // because it exceeded the mmap threshold raises that threshold to the
 // block's size and the trim threshold to twice that, for the rest of the
-// process. The block here is the result of repeat(), freed as the statement
-// ends. A PostgreSQL on another C library runs the statement for nothing; an
-// operator's MALLOC_* settings in PostgreSQL's environment turn the dynamic
-// thresholds off and take precedence. An error of PostgreSQL's (a proxy or a
-// role that refuses the statement) leaves the connection as it was and in
-// the pool; only a broken connection is refused.
+// process. The block here is the result of the outer repeat(), freed as the
+// statement ends; repeating a 4 KiB string fills it with 1,024 copies where
+// repeating one character took four million (50 ms against 10 on a slow
+// machine, most of what is left being the kernel's first touch of the
+// block's pages). A PostgreSQL on another C library runs the statement for
+// nothing; an operator's MALLOC_* settings in PostgreSQL's environment turn
+// the dynamic thresholds off and take precedence. An error of PostgreSQL's
+// (a proxy or a role that refuses the statement) leaves the connection as it
+// was and in the pool; only a broken connection is refused.
+//
+// The statement runs under its own bound (keepHeapWait), not under the
+// deadline of the caller that waits for the connection (--db-wait): on a
+// loaded machine opening a connection can take most of that wait, and a
+// request must not be turned away with 503 for a statement that only saves
+// the backend work later. The wait can then exceed --db-wait by this
+// statement's time, once for each connection opened.
 func keepBackendHeap(ctx context.Context, c *pgx.Conn) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keepHeapWait)
+	defer cancel()
 	_, err := c.Exec(ctx, keepHeapQuery)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
@@ -394,8 +406,12 @@ func keepBackendHeap(ctx context.Context, c *pgx.Conn) error {
 	return err
 }
 
-// keepHeapQuery is keepBackendHeap's statement (a variable for its test).
-var keepHeapQuery = "SELECT length(repeat('x', 4194304))"
+// keepHeapQuery is keepBackendHeap's statement and keepHeapWait its bound
+// (variables for their tests).
+var (
+	keepHeapQuery = "SELECT octet_length(repeat(repeat('x', 4096), 1024))"
+	keepHeapWait  = 5 * time.Second
+)
 
 // Dialect reports which database this is.
 func (db *DB) Dialect() Dialect { return db.dialect }
