@@ -101,11 +101,10 @@ func TestBackendKeepsHeapRefused(t *testing.T) {
 // when opening a connection on a loaded machine took most of the wait.
 func TestBackendKeepsHeapOutlivesWait(t *testing.T) {
 	url := testPostgresURL(t)
-	db := openTestDB(t, url)
+	db := openTestDBOptions(t, url, Options{ConnWait: 100 * time.Millisecond})
 	defer func(q string) { keepHeapQuery = q }(keepHeapQuery)
 	keepHeapQuery = "SELECT pg_sleep(0.3)"
 	db.write.SetMaxIdleConns(0) // every connection taken is a new one
-	db.pool.opt.ConnWait = 100 * time.Millisecond
 	conn, err := db.acquire(context.Background())
 	if err != nil {
 		t.Fatalf("a connection whose keepBackendHeap outlasts the pool's wait of 100ms: %v", err)

@@ -406,12 +406,11 @@ func keepBackendHeap(ctx context.Context, c *pgx.Conn) error {
 	return err
 }
 
-// keepHeapQuery is keepBackendHeap's statement and keepHeapWait its bound
-// (variables for their tests).
-var (
-	keepHeapQuery = "SELECT octet_length(repeat(repeat('x', 4096), 1024))"
-	keepHeapWait  = 5 * time.Second
-)
+// keepHeapQuery is keepBackendHeap's statement (a variable for its tests)
+// and keepHeapWait its bound.
+var keepHeapQuery = "SELECT octet_length(repeat(repeat('x', 4096), 1024))"
+
+const keepHeapWait = 5 * time.Second
 
 // Dialect reports which database this is.
 func (db *DB) Dialect() Dialect { return db.dialect }
