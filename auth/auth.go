@@ -259,7 +259,9 @@ func (a *Authenticator) FlushUsed(ctx context.Context) error {
 }
 
 // Run flushes last-use times every interval until ctx ends, then once more.
-// With an interval of one second, last_used_at reflects a use within two.
+// With an interval of half a second and key lists cached for as long
+// (sqlstore), last_used_at reflects a use within about a second: the
+// contract's 2 s with room for a loaded machine.
 func (a *Authenticator) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()

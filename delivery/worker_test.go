@@ -64,13 +64,20 @@ func setup(t *testing.T, report bool) (*countingStore, *provider, string, func()
 	}
 	store := &countingStore{DB: db}
 	p := &provider{report: report, outcomes: make(chan sb.Outcome, 100)}
+	// A provider that reports outcomes at once is given far longer than
+	// it needs, so that no hand-off is written on its own on a loaded
+	// machine; one that never reports has its hand-offs written soon.
+	sentAfter := 50 * time.Millisecond
+	if report {
+		sentAfter = 10 * time.Second
+	}
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		delivery.New(store, p, delivery.Options{SentAfter: 50 * time.Millisecond}).Run(wctx)
+		delivery.New(store, p, delivery.Options{SentAfter: sentAfter}).Run(wctx)
 	}()
-	return store, p, tn.ID, func() { stop(); <-done; db.Close() }
+	return store, p, tn.ID, sync.OnceFunc(func() { stop(); <-done; db.Close() })
 }
 
 func send(t *testing.T, db *sqlstore.DB, tenantID string) *sb.Message {
@@ -116,6 +123,9 @@ func TestHandoffRecordedWithOutcome(t *testing.T) {
 			t.Errorf("delivered message: sent_at %v, delivered_at %v, attempts %d", got.SentAt, got.DeliveredAt, got.Attempts)
 		}
 	}
+	// The worker writes the hand-offs still waiting for an outcome when it
+	// stops: there must be none.
+	stop()
 	if n := store.handoffs.Load(); n != 0 {
 		t.Errorf("%d hand-offs written on their own; with the outcomes at once, none should be", n)
 	}

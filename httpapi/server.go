@@ -558,6 +558,6 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) Background(ctx context.Context) {
 	done := make(chan struct{})
 	go func() { s.cfg.Meter.Run(ctx, 500*time.Millisecond); close(done) }()
-	s.cfg.Auth.Run(ctx, time.Second)
+	s.cfg.Auth.Run(ctx, 500*time.Millisecond)
 	<-done
 }

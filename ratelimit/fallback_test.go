@@ -130,10 +130,20 @@ func TestFallback(t *testing.T) {
 
 			// Redis comes back: after the next cooldown Redis decides
 			// again, where the key still has 3 of 5.
+			// (A try that took longer than testTimeout on a loaded machine
+			// was the fallback's to decide, and a later try is made.)
 			proxy.SetMode(tcpproxy.Forward)
-			clock.Advance(time.Minute)
-			if d := allow(); !d.Allowed || d.Remaining != 2 || f.Degraded() || f.Backend() != "redis" {
-				t.Fatalf("after recovery: %+v, degraded %v, backend %s", d, f.Degraded(), f.Backend())
+			for try := 0; ; try++ {
+				clock.Advance(time.Minute)
+				before := f.Fallbacks()
+				d := allow()
+				if f.Fallbacks() != before && try < 3 {
+					continue
+				}
+				if !d.Allowed || d.Remaining != 2 || f.Degraded() || f.Backend() != "redis" {
+					t.Fatalf("after recovery: %+v, degraded %v, backend %s", d, f.Degraded(), f.Backend())
+				}
+				break
 			}
 			if n := logs.count(`"level":"INFO"`); n != 1 {
 				t.Errorf("%d info lines after recovering, want 1:\n%s", n, logs.b.String())

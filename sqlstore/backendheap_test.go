@@ -101,13 +101,13 @@ func TestBackendKeepsHeapRefused(t *testing.T) {
 // when opening a connection on a loaded machine took most of the wait.
 func TestBackendKeepsHeapOutlivesWait(t *testing.T) {
 	url := testPostgresURL(t)
-	db := openTestDBOptions(t, url, Options{ConnWait: 100 * time.Millisecond})
+	db := openTestDBOptions(t, url, Options{ConnWait: 500 * time.Millisecond}) // room to open the connection on a loaded machine
 	defer func(q string) { keepHeapQuery = q }(keepHeapQuery)
-	keepHeapQuery = "SELECT pg_sleep(0.3)"
-	db.write.SetMaxIdleConns(0) // every connection taken is a new one
+	keepHeapQuery = "SELECT pg_sleep(1.5)" // three times the wait
+	db.write.SetMaxIdleConns(0)            // every connection taken is a new one
 	conn, err := db.acquire(context.Background())
 	if err != nil {
-		t.Fatalf("a connection whose keepBackendHeap outlasts the pool's wait of 100ms: %v", err)
+		t.Fatalf("a connection whose keepBackendHeap outlasts the pool's wait of 500ms: %v", err)
 	}
 	conn.Close()
 }

@@ -62,13 +62,15 @@ func hammer(t *testing.T, nodes []*DB, attempts int, code sb.Code, mk func() *sb
 	return accepted
 }
 
-// drain sends from db until accepted reaches want or a send is refused
-// after 2 s (the units another node gave back show within emptyRetry); it
-// returns how many more it accepted.
+// drain sends from db until accepted reaches want, or for 30 s (the units
+// another node gave back show within emptyRetry; the bound is generous
+// because each send is a commit of its own on a loaded machine, and it only
+// runs out when the units never come back); it returns how many more it
+// accepted.
 func drain(t *testing.T, db *DB, want int64, accepted int64, code sb.Code, mk func() *sb.Send) int64 {
 	t.Helper()
 	var more int64
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for accepted+more < want && time.Now().Before(deadline) {
 		switch err := db.AcceptSend(context.Background(), mk()); sb.ErrorCode(err) {
 		case "":

@@ -497,7 +497,7 @@ func TestKeyRevocationAcrossNodes(t *testing.T) {
 		apiListKeys(t, b, tn.Live) // B has the tenant's key list cached
 		d := apiCreateKey(t, a, tn.Live, map[string]any{"name": "revoked on A"})
 		id, text := d["id"].(string), d["key"].(string)
-		eventually(t, 2*time.Second, "B listing the key created on A", func() bool {
+		eventually(t, operatorChange, "B listing the key created on A", func() bool {
 			return findByID(apiListKeys(t, b, tn.Live), id) != nil
 		})
 		apiListKeys(t, b, text) // cached on B
@@ -505,8 +505,8 @@ func TestKeyRevocationAcrossNodes(t *testing.T) {
 			t.Fatalf("revoke on A: %d %s", r.Status, r.Raw)
 		}
 		wantError(t, "the revoked key on A", a.do(t, "GET", "/v1/api-keys", text, nil), http.StatusUnauthorized, "INVALID_API_KEY")
-		awaitStatus(t, b, text, 2*time.Second, "B refusing the key revoked on A", http.StatusUnauthorized, "INVALID_API_KEY")
-		eventually(t, 2*time.Second, "B no longer listing the key revoked on A", func() bool {
+		awaitStatus(t, b, text, operatorChange, "B refusing the key revoked on A", http.StatusUnauthorized, "INVALID_API_KEY")
+		eventually(t, operatorChange, "B no longer listing the key revoked on A", func() bool {
 			return findByID(apiListKeys(t, b, tn.Live), id) == nil
 		})
 
@@ -516,14 +516,14 @@ func TestKeyRevocationAcrossNodes(t *testing.T) {
 		apiListKeys(t, a, text)
 		apiListKeys(t, b, text)
 		cli(t, db, "key", "deactivate", id)
-		awaitStatus(t, b, text, 2*time.Second, "B refusing the deactivated key", http.StatusForbidden, "KEY_INACTIVE")
-		awaitStatus(t, a, text, 2*time.Second, "A refusing the deactivated key", http.StatusForbidden, "KEY_INACTIVE")
+		awaitStatus(t, b, text, operatorChange, "B refusing the deactivated key", http.StatusForbidden, "KEY_INACTIVE")
+		awaitStatus(t, a, text, operatorChange, "A refusing the deactivated key", http.StatusForbidden, "KEY_INACTIVE")
 		cli(t, db, "key", "activate", id)
-		awaitStatus(t, b, text, 2*time.Second, "B accepting the reactivated key", http.StatusOK, "")
+		awaitStatus(t, b, text, operatorChange, "B accepting the reactivated key", http.StatusOK, "")
 
 		cli(t, db, "tenant", "suspend", tn.ID)
-		awaitStatus(t, b, tn.Live, 2*time.Second, "B refusing the suspended tenant", http.StatusForbidden, "TENANT_SUSPENDED")
+		awaitStatus(t, b, tn.Live, operatorChange, "B refusing the suspended tenant", http.StatusForbidden, "TENANT_SUSPENDED")
 		cli(t, db, "tenant", "resume", tn.ID)
-		awaitStatus(t, b, tn.Live, 2*time.Second, "B accepting the resumed tenant", http.StatusOK, "")
+		awaitStatus(t, b, tn.Live, operatorChange, "B accepting the resumed tenant", http.StatusOK, "")
 	})
 }
