@@ -115,6 +115,9 @@ func TestOpenAPIConventionsCatchMistakes(t *testing.T) {
 		{"no license", func(tree map[string]any) {
 			delete(dig(tree, "info"), "license")
 		}, "info has no license"},
+		{"another license", func(tree map[string]any) {
+			dig(tree, "info", "license")["name"] = "Proprietary"
+		}, "not Apache-2.0"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -177,6 +180,8 @@ func openAPIProblems(doc *openapi3.T, tree map[string]any) []string {
 
 	if doc.Info == nil || doc.Info.License == nil || doc.Info.License.Name == "" {
 		add("info has no license")
+	} else if l := doc.Info.License; l.Name != "Apache-2.0" || l.URL != "https://www.apache.org/licenses/LICENSE-2.0" {
+		add("info.license is %q %q, not Apache-2.0 with its URL", l.Name, l.URL)
 	}
 	if doc.Info == nil || doc.Info.Contact == nil || (doc.Info.Contact.URL == "" && doc.Info.Contact.Email == "") {
 		add("info has no contact with a url or email")
