@@ -2,11 +2,13 @@
 // route, typed requests and answers, typed errors, the retries the API asks
 // for, pagination as iterators, and the verification of webhook deliveries.
 //
-// It uses only the standard library and nothing of the server, so a program
-// that sends messages imports it alone. It is not a client of the device
+// It is a Go module of its own (github.com/switchboard/switchboard/client)
+// that uses only the standard library, so a program that sends messages
+// requires nothing else: none of the server's dependencies, nor its Go
+// version. It is not a client of the device
 // protocol under /api/mobile/v1, which belongs to the Android app
 // (switchboard phone-agent speaks it). docs/client.md describes the package
-// and the decisions it makes where the API's contract is silent.
+// and the decisions it makes where the API leaves a choice.
 //
 //	c, err := client.New("http://127.0.0.1:8080", os.Getenv("SWITCHBOARD_KEY"))
 //	if err != nil {
@@ -31,7 +33,7 @@
 //
 // # Retries
 //
-// Calls retry as section 7.3 of the API says (DefaultRetryPolicy): a 429
+// Calls retry as the API asks of clients (DefaultRetryPolicy): a 429
 // after its Retry-After; a 500 after 1, 2 and 4 seconds; a 503 after 2, 4,
 // 8, 16 and 32 seconds; never another 4xx. A send is retried only with an
 // Idempotency-Key, and SendMessage always sets one (generating it when

@@ -16,11 +16,11 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	_ "time/tzdata" // quietNumber's zones, wherever the system has none
 
 	"crypto/rand"
 
 	"github.com/switchboard/switchboard/client"
-	"github.com/switchboard/switchboard/phonenum"
 )
 
 // routeRecorder records the requests a client made and their statuses.
@@ -147,19 +147,36 @@ func (h *hookSink) requests() []hookReq {
 	return slices.Clone(h.reqs)
 }
 
-// quietNumber returns a number that is in quiet hours now and stays so for
-// at least 15 minutes, and when they end.
+// quietNumber returns a number that is in quiet hours (21:00 to 08:00 local)
+// now and stays so for at least 15 minutes, and when they end: 08:00 in the
+// number's zone, which the table below gives as libphonenumber does.
 func quietNumber(t testing.TB) (string, time.Time) {
 	t.Helper()
 	// Zones spread around the world (X: a random digit): whatever the
-	// hour, some are in quiet hours (21:00 to 08:00) with hours to go.
-	patterns := []string{"+1808956XXXX", "+1213555XXXX", "+1212555XXXX", "+55119XXXXXXXX", "+44207123XXXX",
-		"+919812XXXXXX", "+813123XXXXX", "+612912XXXXX", "+64930XXXXX"}
+	// hour, some are in quiet hours with hours to go.
+	zones := []struct{ pattern, zone string }{
+		{"+1808956XXXX", "Pacific/Honolulu"}, {"+1213555XXXX", "America/Los_Angeles"},
+		{"+1212555XXXX", "America/New_York"}, {"+55119XXXXXXXX", "America/Sao_Paulo"},
+		{"+44207123XXXX", "Europe/London"}, {"+919812XXXXXX", "Asia/Kolkata"},
+		{"+813123XXXXX", "Asia/Tokyo"}, {"+612912XXXXX", "Australia/Sydney"}, {"+64930XXXXX", "Pacific/Auckland"},
+	}
 	now := time.Now()
-	for _, p := range patterns {
-		n := strings.TrimRight(p, "X") + randomDigits(strings.Count(p, "X"))
-		if until, quiet := phonenum.QuietUntil(n, now); quiet && until.Sub(now) > 15*time.Minute {
-			return n, until
+	for _, z := range zones {
+		loc, err := time.LoadLocation(z.zone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		local := now.In(loc)
+		if h := local.Hour(); h >= 8 && h < 21 {
+			continue
+		}
+		day := local
+		if local.Hour() >= 21 {
+			day = local.AddDate(0, 0, 1)
+		}
+		until := time.Date(day.Year(), day.Month(), day.Day(), 8, 0, 0, 0, loc)
+		if until.Sub(now) > 15*time.Minute {
+			return strings.TrimRight(z.pattern, "X") + randomDigits(strings.Count(z.pattern, "X")), until.UTC()
 		}
 	}
 	t.Fatalf("no test number is in quiet hours at %v", now.UTC())

@@ -9,8 +9,8 @@ import (
 )
 
 // RetryPolicy says which answers are tried again and how long to wait
-// before each retry. DefaultRetryPolicy is the API's own guidance (api.md
-// section 7.3); the zero RetryPolicy never retries.
+// before each retry. DefaultRetryPolicy is the API's own guidance (the
+// retries of docs/api.md); the zero RetryPolicy never retries.
 //
 // Whatever the policy, a request is tried again only when repeating it
 // cannot do something twice: every answer but 429, 500 and 503 (so every
@@ -39,7 +39,7 @@ type RetryPolicy struct {
 	NetworkErrorDelays []time.Duration
 }
 
-// DefaultRetryPolicy returns the retries of api.md section 7.3:
+// DefaultRetryPolicy returns the retries the API asks of clients (docs/api.md):
 //
 //   - 429: wait Retry-After seconds, then retry; at most 3 retries, and only
 //     when Retry-After is at most a minute;
@@ -49,8 +49,8 @@ type RetryPolicy struct {
 //   - no answer at all: 1 s, 2 s, 4 s, for requests safe to repeat;
 //   - any other status: no retry.
 //
-// "Max 3 attempts" and "max 5 attempts" of section 7.3 are read as retry
-// attempts, so that each back-off step the table lists (1, 2 and 4 s for
+// "At most 3 attempts" and "at most 5 attempts" of the API's rules are read
+// as retries, so that each back-off step the table lists (1, 2 and 4 s for
 // a 500) is used; the 503 sequence goes on doubling to its fifth retry.
 func DefaultRetryPolicy() RetryPolicy {
 	return RetryPolicy{

@@ -141,7 +141,7 @@ func scriptedClient(t testing.TB, s *scripted, opts ...client.Option) (*client.C
 	return c, clock
 }
 
-// TestRetryRules checks each rule of api.md 7.3, with the exact waits, on a
+// TestRetryRules checks each retry rule of docs/api.md, with the exact waits, on a
 // server that answers 429, 500 and 503 on purpose.
 func TestRetryRules(t *testing.T) {
 	t.Parallel()

@@ -2,6 +2,10 @@ package client_test
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
@@ -13,7 +17,6 @@ import (
 	"time"
 
 	"github.com/switchboard/switchboard/client"
-	"github.com/switchboard/switchboard/webhook/sign"
 )
 
 // TestVerifyRealDeliveries verifies the deliveries the real server makes,
@@ -116,15 +119,38 @@ func TestVerifyRealDeliveries(t *testing.T) {
 	}
 }
 
-// TestVerifySignatureRules checks the verification against the server's own
-// signer (webhook/sign), at the edges of the tolerance.
+// signHeaders signs body as the server signs a delivery (docs/webhooks.md):
+// X-Service-Signature "sha256=" and the hex HMAC-SHA256 of the body, one
+// value per secret separated by ", "; webhook-signature "v1," and the
+// base64 HMAC-SHA256 of "id.timestamp.body", one entry per secret separated
+// by spaces. TestVerifyRealDeliveries checks the real server's.
+func signHeaders(h http.Header, secrets []string, id string, at time.Time, body []byte) {
+	ts := strconv.FormatInt(at.Unix(), 10)
+	var service, standard []string
+	for _, s := range secrets {
+		m := hmac.New(sha256.New, []byte(s))
+		m.Write(body)
+		service = append(service, "sha256="+hex.EncodeToString(m.Sum(nil)))
+		m = hmac.New(sha256.New, []byte(s))
+		m.Write([]byte(id + "." + ts + "."))
+		m.Write(body)
+		standard = append(standard, "v1,"+base64.StdEncoding.EncodeToString(m.Sum(nil)))
+	}
+	h.Set(client.HeaderSignature, strings.Join(service, ", "))
+	h.Set(client.HeaderWebhookID, id)
+	h.Set(client.HeaderWebhookTimestamp, ts)
+	h.Set(client.HeaderWebhookSignature, strings.Join(standard, " "))
+}
+
+// TestVerifySignatureRules checks the verification at the edges of the
+// tolerance, with several signatures, and while a secret is rotated.
 func TestVerifySignatureRules(t *testing.T) {
 	t.Parallel()
 	secret := "whsec-0123456789abcdef"
 	body := []byte(`{"event":"message.delivered","message_id":"01JJ8Z5N3T9V0Q6W2B4XKD7M1C","from":"+15550100001","to":"+15005550000","channel":"chat","timestamp":"2026-01-31T12:00:00.412345Z"}`)
 	at := time.Date(2026, 1, 31, 12, 0, 0, 0, time.UTC)
 	h := http.Header{}
-	sign.Headers(h, []byte(secret), "01JJ8Z5QK1M3N5P7R9T1V3X5Z7", "message.delivered", at, body)
+	signHeaders(h, []string{secret}, "01JJ8Z5QK1M3N5P7R9T1V3X5Z7", at, body)
 
 	sig := h.Get(client.HeaderSignature)
 	if err := client.VerifySignature(secret, body, sig); err != nil {
@@ -191,7 +217,7 @@ func TestVerifySignatureRules(t *testing.T) {
 	// receiver with either secret accepts it, with both helpers.
 	const newSecret = "whsec-the-next-one-0123456789"
 	rotated := http.Header{}
-	sign.HeadersRotating(rotated, [][]byte{[]byte(newSecret), []byte(secret)}, "01JJ8Z5QK1M3N5P7R9T1V3X5Z7", "message.delivered", at, body)
+	signHeaders(rotated, []string{newSecret, secret}, "01JJ8Z5QK1M3N5P7R9T1V3X5Z7", at, body)
 	for _, s := range []string{secret, newSecret} {
 		if err := client.VerifySignature(s, body, rotated.Get(client.HeaderSignature)); err != nil {
 			t.Errorf("rotated X-Service-Signature with %q: %v", s, err)

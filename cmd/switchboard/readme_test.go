@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -236,4 +237,33 @@ go() {
 		}
 	}
 	t.Logf("ran %d steps of the README, %d of them checked against the output shown", len(steps), shapes)
+}
+
+// testCommand matches a line that runs a module's tests.
+var testCommand = regexp.MustCompile(`^\(?(cd [a-z/]+ && )?go test -race .*$`)
+
+// TestReadmeTestCommands: the commands the README gives to run the tests
+// are the ones CI runs (.ci/run), the server module's and the Go client's.
+func TestReadmeTestCommands(t *testing.T) {
+	t.Parallel()
+	commands := func(path string) []string {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for line := range strings.SplitSeq(string(raw), "\n") {
+			if testCommand.MatchString(line) {
+				out = append(out, line)
+			}
+		}
+		return out
+	}
+	readme, ci := commands("../../README.md"), commands("../../.ci/run")
+	if len(ci) != 2 || !strings.Contains(ci[1], "cd client && ") {
+		t.Fatalf(".ci/run runs %q; want the server module's tests and the client module's", ci)
+	}
+	if !slices.Equal(readme, ci) {
+		t.Errorf("the README's test commands are\n%s\nand .ci/run's\n%s", strings.Join(readme, "\n"), strings.Join(ci, "\n"))
+	}
 }

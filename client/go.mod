@@ -1,0 +1,3 @@
+module github.com/switchboard/switchboard/client
+
+go 1.24
