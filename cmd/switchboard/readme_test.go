@@ -1,7 +1,8 @@
 package main
 
-// TestReadme runs the commands of the README, so that a README whose
-// examples are executed keeps itself true.
+// TestReadme runs the commands of the README and of the API reference
+// (docs/api.md, whose examples continue the README's quickstart), so that
+// documentation whose examples are executed keeps itself true.
 
 import (
 	"bufio"
@@ -19,23 +20,29 @@ import (
 	"time"
 )
 
-// readmeMarker is the line, just before a ```sh block of the README, that
-// makes TestReadme run the block.
+// readmeMarker is the line, just before a ```sh block of a tested file,
+// that makes TestReadme run the block.
 const readmeMarker = "<!-- readme-test -->"
+
+// readmeFiles are the files TestReadme runs the tested blocks of, in
+// order, in one shell, relative to the repository's root.
+var readmeFiles = []string{"README.md", "docs/api.md"}
 
 // readmeStep is a run of a tested block's lines: commands, then the shape
 // of what they print (the "# ..." lines right under the last command), if
-// the README shows one.
+// the file shows one.
 type readmeStep struct {
-	block   int    // which tested block, from 1
-	line    int    // the README line the step starts at
+	file    string // the file the step is in
+	block   int    // which tested block of the file, from 1
+	line    int    // the line of the file the step starts at
 	script  string // the commands (and the comments before them)
 	shape   string // the documented output, "" when none is shown
 	jsonish bool   // the shape is JSON written over several lines
 }
 
-// readmeSteps returns the steps of the README's tested blocks, in order.
-func readmeSteps(t *testing.T, readme string) []readmeStep {
+// readmeSteps returns the steps of the tested blocks of file, whose text
+// is readme, in order.
+func readmeSteps(t *testing.T, file, readme string) []readmeStep {
 	t.Helper()
 	lines := strings.Split(readme, "\n")
 	var steps []readmeStep
@@ -45,7 +52,7 @@ func readmeSteps(t *testing.T, readme string) []readmeStep {
 			continue
 		}
 		if i+1 >= len(lines) || lines[i+1] != "```sh" {
-			t.Fatalf("README line %d: %s is not followed by a ```sh block", i+1, readmeMarker)
+			t.Fatalf("%s line %d: %s is not followed by a ```sh block", file, i+1, readmeMarker)
 		}
 		blocks++
 		var cur readmeStep
@@ -85,7 +92,7 @@ func readmeSteps(t *testing.T, readme string) []readmeStep {
 				flush()
 			}
 			if len(script) == 0 {
-				cur = readmeStep{block: blocks, line: j + 1}
+				cur = readmeStep{file: file, block: blocks, line: j + 1}
 			}
 			script = append(script, l)
 			prevCommand = strings.TrimSpace(l) != "" && !isComment
@@ -108,13 +115,13 @@ func shapeRE(st readmeStep) *regexp.Regexp {
 	return regexp.MustCompile(`(?s)^` + re + `$`)
 }
 
-// TestReadme runs the README's tested blocks (those marked readmeMarker), in
-// order, in one bash session, as a newcomer pasting them would: against the
-// real binary and a real server that the commands themselves start, in a
-// directory of their own (with the repository's docs). Every step must
-// succeed (the session runs with set -e) and print what the README shows
-// under it. The one liberty taken: the server listens on a free port
-// instead of 8080, which other programs may hold.
+// TestReadme runs the tested blocks (those marked readmeMarker) of the
+// README and then of docs/api.md, in order, in one bash shell, as a
+// newcomer pasting them would: against the real binary and a real server
+// that the commands themselves start, in a directory of their own (with the
+// repository's docs). Every step must succeed (the shell runs with set -e)
+// and print what the file shows under it. The one liberty taken: the server
+// listens on a free port instead of 8080, which other programs may hold.
 func TestReadme(t *testing.T) {
 	t.Parallel()
 	// What the README asks of the reader's machine. Without them the test
@@ -127,13 +134,17 @@ func TestReadme(t *testing.T) {
 			t.Skipf("the README's commands need %s, which is not installed", tool)
 		}
 	}
-	raw, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	steps := readmeSteps(t, string(raw))
-	if len(steps) < 10 {
-		t.Fatalf("only %d steps in the README's tested blocks", len(steps))
+	var steps []readmeStep
+	for _, file := range readmeFiles {
+		raw, err := os.ReadFile(filepath.Join("../..", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fileSteps := readmeSteps(t, file, string(raw))
+		if len(fileSteps) < 5 {
+			t.Fatalf("only %d steps in the tested blocks of %s", len(fileSteps), file)
+		}
+		steps = append(steps, fileSteps...)
 	}
 	shapes := 0
 	for _, st := range steps {
@@ -158,7 +169,7 @@ func TestReadme(t *testing.T) {
 
 	var script strings.Builder
 	// "go build -o switchboard ./cmd/switchboard" is the binary this test
-	// run has already built; the session has no other use for go.
+	// run has already built; the shell has no other use for go.
 	script.WriteString(`set -e
 go() {
   if [ "$*" = "build -o switchboard ./cmd/switchboard" ]; then cp "$README_TEST_BIN" switchboard; return; fi
@@ -193,7 +204,7 @@ go() {
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	runErr := cmd.Run()
 	if cmd.Process != nil {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // what the session left running
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // what the shell left running
 	}
 	out, _ := os.ReadFile(stdout.Name())
 
@@ -224,8 +235,8 @@ go() {
 	}
 	if runErr != nil || last < len(steps) {
 		st := steps[min(last, len(steps)-1)]
-		t.Fatalf("the README's commands stopped at the step of line %d (%v):\n%s\n--- it printed:\n%s\n--- stderr:\n%s\n--- server log:\n%s",
-			st.line, runErr, st.script, buf.String(), stderr.String(), serverLog())
+		t.Fatalf("the commands stopped at the step of %s line %d (%v):\n%s\n--- it printed:\n%s\n--- stderr:\n%s\n--- server log:\n%s",
+			st.file, st.line, runErr, st.script, buf.String(), stderr.String(), serverLog())
 	}
 	for i, st := range steps {
 		if st.shape == "" {
@@ -233,10 +244,10 @@ go() {
 		}
 		got := strings.TrimSpace(outputs[i])
 		if !shapeRE(st).MatchString(got) {
-			t.Errorf("README line %d: the commands\n%s\nprinted\n%s\nwhich is not what the README shows:\n%s", st.line, st.script, got, st.shape)
+			t.Errorf("%s line %d: the commands\n%s\nprinted\n%s\nwhich is not what the file shows:\n%s", st.file, st.line, st.script, got, st.shape)
 		}
 	}
-	t.Logf("ran %d steps of the README, %d of them checked against the output shown", len(steps), shapes)
+	t.Logf("ran %d steps of %s, %d of them checked against the output shown", len(steps), strings.Join(readmeFiles, " and "), shapes)
 }
 
 // testCommand matches a line that runs a module's tests.
