@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Campaign statuses (contract section 7).
+// Campaign statuses (docs/api.md).
 const (
 	CampaignDraft     = "draft"
 	CampaignRunning   = "running"

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Carrier links (contract section 9) carry a tenant's numbers at an SMS
+// Carrier links (docs/carriers.md) carry a tenant's numbers at an SMS
 // carrier or aggregator. A message sent from a carrier phone is split into
 // parts (SMPP segments; one part for an HTTP API, which segments on its
 // own), and each part is tracked at the link by the carrier's id for it, so

@@ -11,7 +11,7 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// Dashboard sign-in (contract section 10): a one-time link that an operator
+// Dashboard sign-in (docs/dashboard.md): a one-time link that an operator
 // makes, or an API key pasted on the sign-in page, opens a session kept on
 // the server. Only SHA-256 hashes (HashSecret) of link tokens and session
 // ids are stored.

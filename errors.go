@@ -5,10 +5,10 @@ import (
 	"fmt"
 )
 
-// Code is a stable, machine-readable error code (api.md 7.2, contract section 1).
+// Code is a stable, machine-readable error code (docs/api.md).
 type Code string
 
-// The error codes of the contract. They never change between API versions.
+// The error codes of the API. They never change between API versions.
 const (
 	CodeInvalidAPIKey        Code = "INVALID_API_KEY"
 	CodeKeyInactive          Code = "KEY_INACTIVE"

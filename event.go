@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Event types (api.md section 6).
+// Event types (docs/webhooks.md).
 const (
 	EventDelivered = "message.delivered"
 	EventFailed    = "message.failed"
@@ -15,8 +15,7 @@ const (
 // EventTypes lists every event type.
 var EventTypes = []string{EventDelivered, EventFailed, EventReceived}
 
-// EventPayload is the JSON body of a webhook delivery (api.md 2.4, contract
-// section 5).
+// EventPayload is the JSON body of a webhook delivery (docs/webhooks.md).
 type EventPayload struct {
 	Event         string  `json:"event"`
 	MessageID     string  `json:"message_id"`

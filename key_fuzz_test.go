@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// fuzzKeyTextRE is the reference form of key text (contract section 2).
+// fuzzKeyTextRE is the reference form of key text (docs/api.md).
 var fuzzKeyTextRE = regexp.MustCompile(`^svc_(live|test)_[0-9A-Za-z]{32}$`)
 
 const fuzzSecret = "0123456789ABCDEFGHIJKLMNOPQRSTUV" // 32 characters

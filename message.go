@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Message directions and statuses (contract section 4).
+// Message directions and statuses (docs/api.md).
 const (
 	Outbound = "outbound"
 	Inbound  = "inbound"
@@ -205,7 +205,7 @@ var ErrAlreadyStored = errors.New("the inbound text is already stored")
 // sent, so it goes to another phone instead of failing.
 const DeviceTTLExpired = "TTL expired"
 
-// Opt-out keywords (contract section 4): the whole inbound body, trimmed,
+// Opt-out keywords (docs/api.md): the whole inbound body, trimmed,
 // case-insensitive.
 var (
 	optOutWords = []string{"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT"}

@@ -17,7 +17,7 @@ const (
 	ChannelAuto = "auto"
 )
 
-// Phone kinds (contract section 8): what delivers the messages a phone
+// Phone kinds (docs/phones.md): what delivers the messages a phone
 // sends. Test messages always go to the simulator, whatever the kind.
 const (
 	// PhoneSimulated phones are served by the built-in simulator.
@@ -28,7 +28,7 @@ const (
 	PhoneAndroid = "android"
 	// PhoneSMPP and PhoneTwilio phones are numbers carried by an SMS
 	// carrier or aggregator, reached over a carrier link of that type
-	// (contract section 9): an SMPP 3.4 bind, or Twilio's Messages API.
+	// (docs/carriers.md): an SMPP 3.4 bind, or Twilio's Messages API.
 	PhoneSMPP   = "smpp"
 	PhoneTwilio = "twilio"
 )

@@ -7,8 +7,7 @@ import (
 	"sort"
 )
 
-// Plan holds the limits of one subscription plan (api.md section 8, contract
-// section 3). A zero RateLimit, TenantRateLimit or MonthlyCalls means
+// Plan holds the limits of one subscription plan (docs/api.md). A zero RateLimit, TenantRateLimit or MonthlyCalls means
 // unlimited.
 type Plan struct {
 	Name string `json:"-"`

@@ -14,7 +14,7 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// Environment separates live data from the test sandbox (contract section 2).
+// Environment separates live data from the test sandbox (docs/api.md).
 type Environment string
 
 const (

@@ -2,7 +2,7 @@ package switchboard
 
 import "time"
 
-// Webhook limits (contract section 5).
+// Webhook limits (docs/webhooks.md).
 const (
 	MaxWebhooksPerEnv = 20
 	MinSecretLength   = 16

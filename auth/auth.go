@@ -1,5 +1,5 @@
 // Package auth turns an Authorization header into a Principal: the key, its
-// tenant and plan, after every check of contract sections 1 and 2
+// tenant and plan, after every check of authentication (docs/api.md)
 // (INVALID_API_KEY, KEY_INACTIVE, TENANT_SUSPENDED, TRIAL_EXPIRED). It keeps
 // keys and tenants in a short-lived cache so that a request costs no database
 // read, drops entries at once when told of a change (revocation on this node,
@@ -261,7 +261,7 @@ func (a *Authenticator) FlushUsed(ctx context.Context) error {
 // Run flushes last-use times every interval until ctx ends, then once more.
 // With an interval of half a second and key lists cached for as long
 // (sqlstore), last_used_at reflects a use within about a second: the
-// contract's 2 s with room for a loaded machine.
+// API's promise of 2 s with room for a loaded machine.
 func (a *Authenticator) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()

@@ -21,7 +21,7 @@ import (
 )
 
 // IdentityProvider verifies bearer tokens (JWTs) issued by an external
-// identity provider, the second way to authenticate (api.md section 5). A
+// identity provider, the second way to authenticate (docs/api.md). A
 // token names its tenant in the claim "tenant_id" and may name an
 // environment in "environment" ("live", the default, or "test"); it must
 // carry "exp", and "iss" and "aud" must name this service (Check requires

@@ -112,7 +112,7 @@ func TestIdentityProviderAsymmetric(t *testing.T) {
 
 // TestIdentityProviderCheck: a provider without a required issuer and
 // audience, or with a short HS256 secret, is refused; verify, too, accepts
-// no token when either is unset (issue 19).
+// no token when either is unset.
 func TestIdentityProviderCheck(t *testing.T) {
 	secret := []byte("0123456789abcdef0123456789abcdef") // 32 bytes
 	keys := map[string]crypto.PublicKey{"k": nil}

@@ -24,7 +24,7 @@ func isThrottled(err error) (*Throttled, bool) {
 }
 
 // TestUnknownKeyMisses: a well-formed key that does not exist is remembered
-// for a few seconds, so that repeating it costs no database read (issue 19).
+// for a few seconds, so that repeating it costs no database read.
 func TestUnknownKeyMisses(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2025, 6, 2, 12, 0, 0, 0, time.UTC)}
 	store := newFuzzStore()
@@ -67,7 +67,7 @@ func TestUnknownKeyMisses(t *testing.T) {
 // address: a burst of authFailureBurst failures, then one per
 // authFailureInterval; once throttled, a key the node has not seen succeed
 // answers 429 without a lookup, while keys that have succeeded go on
-// working (issue 19).
+// working.
 func TestFailedAuthThrottle(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2025, 6, 2, 12, 0, 0, 0, time.UTC)}
 	store := newFuzzStore()

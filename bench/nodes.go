@@ -9,9 +9,9 @@ package bench
 // tenant count (--tenants, default 1 and 3; a variant's requests rotate over
 // its tenants). The report gives per N and tenant count the sends/s, the
 // ratio to the bare handler, the ratio to one node, the p99 and whether
-// delivery kept up, with PASS/FAIL for the issue's targets: N nodes >= 0.9x
+// delivery kept up, with PASS/FAIL against two targets: N nodes >= 0.9x
 // of one node, and one node >= 0.25x of the bare handler. See
-// docs/benchmarks.md and docs/scale-out.md ("Measuring several nodes").
+// docs/benchmarks.md.
 
 import (
 	"bytes"
@@ -40,10 +40,10 @@ const (
 	maxNodes   = 16
 	maxTenants = 64
 	// nodesScaleTarget is the smallest throughput of N nodes, as a share
-	// of one node's, that counts as scaling out (issue #13).
+	// of one node's, that counts as scaling out.
 	nodesScaleTarget = 0.9
 	// nodesOneNodeTarget is the smallest ratio of one node's sends/s to the
-	// bare handler's on PostgreSQL (issue #13).
+	// bare handler's on PostgreSQL.
 	nodesOneNodeTarget = 0.25
 )
 
@@ -82,7 +82,7 @@ type nodesResult struct {
 	// warmups included, and the writes they ran (sends, batches of
 	// outcomes, claims), per commit. Nodes that share the load make
 	// smaller batches, and each commit costs the nodes and PostgreSQL
-	// about the same whatever its size (docs/scale-out.md).
+	// about the same whatever its size.
 	SendsPerCommit  benchFloat `json:"sends_per_commit"`
 	WritesPerCommit benchFloat `json:"writes_per_commit"`
 	// VsOneNode is MedianRatio over one node's MedianRatio for the same
@@ -174,7 +174,7 @@ func runNodes(ctx context.Context, env *benchEnv, c Config, o benchOptions, stdo
 	return nil
 }
 
-// nodesVerdict is one of the issue's targets, checked.
+// nodesVerdict is one of the targets, checked.
 type nodesVerdict struct {
 	text string
 	pass bool

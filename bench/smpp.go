@@ -26,7 +26,7 @@ import (
 	"github.com/switchboard/switchboard/server"
 )
 
-// benchSMPPTarget is the target: submits accepted per second on one
+// benchSMPPTarget is the target: submits accepted per second on one
 // bind with a window of 100.
 const benchSMPPTarget = 2000.0
 

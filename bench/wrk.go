@@ -33,7 +33,7 @@ var wrkSendLua []byte
 // which a loaded machine can exceed without anything being wrong) counts as
 // an error.
 
-// wrkThreads is wrk's -t: two, as the issue's cross-check (`wrk -t2 -c64`)
+// wrkThreads is wrk's -t: two, as the cross-check (`wrk -t2 -c64`)
 // and the two cores of the machines this runs on have it.
 const wrkThreads = 2
 

@@ -1,4 +1,4 @@
-// Package dashboard is the tenant's dashboard (contract section 10): HTML
+// Package dashboard is the tenant's dashboard (docs/dashboard.md): HTML
 // pages rendered on the server, one handler per page, with html/template
 // templates and the stylesheet and script embedded beside them. It calls
 // the same store methods and domain rules as the HTTP API (never the API

@@ -52,7 +52,7 @@ type Options struct {
 	// have come together, before they are written in one transaction
 	// (default 5ms). With several nodes, each node's outcomes came in
 	// bursts a third the size of one node's, and each burst cost a
-	// transaction of its own (docs/scale-out.md).
+	// transaction of its own.
 	OutcomeLinger time.Duration
 	// Observer, when set, learns of every hand-off (for its latency).
 	Observer *Observer

@@ -15,7 +15,7 @@ import (
 	sb "github.com/switchboard/switchboard"
 )
 
-// MaxBodyBytes is the largest request body accepted (contract section 1).
+// MaxBodyBytes is the largest request body accepted (docs/api.md).
 const MaxBodyBytes = 1 << 20
 
 type dataBody struct {

@@ -32,7 +32,7 @@ type MessageStore interface {
 	Inbound(ctx context.Context, m *sb.Message) error
 }
 
-// messageJSON is the message record (contract section 4).
+// messageJSON is the message record (docs/api.md).
 type messageJSON struct {
 	ID            string     `json:"id"`
 	Direction     string     `json:"direction"`
@@ -91,7 +91,7 @@ type sendRequest struct {
 }
 
 // validate applies the field rules: every VALIDATION_ERROR first, then
-// INVALID_PHONE_NUMBER (contract section 4).
+// INVALID_PHONE_NUMBER (docs/api.md).
 func (req *sendRequest) validate() (data map[string]string, err error) {
 	if req.To == nil || *req.To == "" {
 		return nil, sb.Invalid("to", "to is required.")
@@ -178,7 +178,7 @@ func scalarString(raw json.RawMessage) (string, bool) {
 	return "", false
 }
 
-// sendMessage accepts one outbound message (contract section 4). A 429
+// sendMessage accepts one outbound message (docs/api.md). A 429
 // NEW_CONTACT_LIMIT carries Retry-After until the next UTC day, when the
 // daily limit starts again.
 func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
@@ -268,7 +268,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, p *auth.Principal,
 		channel = *req.Channel
 	}
 	if m.Channel, err = s.resolveChannel(ctx, p, m.To, channel); err != nil {
-		// The contract orders opt-out and the new-contact limit before
+		// The API orders opt-out and the new-contact limit before
 		// channel detection: report those first if they apply.
 		if earlier := s.precheck(ctx, p, m.To, now); earlier != nil {
 			return earlier
@@ -543,7 +543,7 @@ type inboundRequest struct {
 }
 
 // testInbound simulates a recipient writing to one of the tenant's numbers
-// (contract section 6).
+// (docs/api.md).
 func (s *Server) testInbound(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	var req inboundRequest
 	if err := decode(w, r, &req); err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/switchboard/switchboard/phonenum"
 )
 
-// Query parameters of the lists (contract section 4).
+// Query parameters of the lists (docs/api.md).
 var pageParams = []string{"limit", "after"}
 
 // checkQuery checks the query string of r against the parameters its route
@@ -48,7 +48,7 @@ func checkQuery(r *http.Request, allowed []string) error {
 	return nil
 }
 
-// page reads the cursor parameters of a list (contract section 4): limit
+// page reads the cursor parameters of a list (docs/api.md): limit
 // 1..100 (default 50) and after (an id). checkQuery has already refused
 // unknown, repeated and empty parameters.
 func page(r *http.Request) (sb.Page, error) {

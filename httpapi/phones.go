@@ -31,7 +31,7 @@ const (
 	MaxPhoneRateLimit  = sb.MaxPhoneRateLimit
 )
 
-// PhoneJSON is the API form of a phone (contract section 8). The operator
+// PhoneJSON is the API form of a phone (docs/phones.md). The operator
 // commands print the same.
 type PhoneJSON struct {
 	ID         string      `json:"id"`

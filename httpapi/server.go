@@ -338,7 +338,7 @@ func (s *Server) public(h func(w http.ResponseWriter, r *http.Request) error) ht
 }
 
 // authed adapts a handler of an authenticated route that takes the query
-// parameters params (none when empty). Checks run in the contract's order:
+// parameters params (none when empty). Checks run in the API's order:
 // authentication (401/403), rate limits (429 RATE_LIMIT_EXCEEDED: the
 // key's, then the tenant's total), monthly quota (429 QUOTA_EXCEEDED), then
 // the request itself: its query parameters (checkQuery), then the handler.

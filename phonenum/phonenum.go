@@ -1,7 +1,7 @@
 // Package phonenum validates recipient phone numbers and works out the
 // recipient's quiet hours.
 //
-// Valid applies the contract's E.164 rule, which is deliberately strict: a
+// Valid applies the API's E.164 rule, which is deliberately strict: a
 // '+', then 10 to 15 digits, the first of which is not 0, and nothing else.
 //
 // Quiet hours are 21:00 to 08:00 in the recipient's local time. Zones finds
@@ -24,7 +24,7 @@ import (
 	"github.com/nyaruka/phonenumbers"
 )
 
-// Valid reports whether s is a phone number in the contract's E.164 form: a
+// Valid reports whether s is a phone number in the API's E.164 form: a
 // leading '+' followed only by ASCII digits, 10 to 15 of them, the first of
 // which is not 0. Spaces, dashes, brackets and any other characters make the
 // number invalid. Valid does not allocate.

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// validRef is the contract's E.164 rule written as a regular expression. It
+// validRef is the API's E.164 rule written as a regular expression. It
 // is the reference implementation Valid is checked against.
 var validRef = regexp.MustCompile(`^\+[1-9][0-9]{9,14}$`)
 

@@ -1,7 +1,7 @@
 // Package ratelimit enforces Switchboard's per-key request limits.
 //
 // Each key is limited to a number of requests per rolling period (one minute
-// in the public contract) using the generic cell rate algorithm (GCRA): the
+// in the API) using the generic cell rate algorithm (GCRA): the
 // emission interval is T = period/limit, a full bucket admits exactly limit
 // requests at once, and after that one request becomes available every T.
 // The only state kept per key is its theoretical arrival time (TAT), the

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// The limits of the HTTP server (docs/scale-out.md, "HTTP limits").
+// The limits of the HTTP server (docs/api.md, "Every limit").
 const (
 	// MaxHeaderBytes caps a request's line and headers: a client that
 	// sends more gets 431 from net/http (plain text: Go writes that answer

@@ -7,7 +7,7 @@ import (
 )
 
 // limitsCollector exposes this node's reservations of daily limits (see
-// docs/scale-out.md, "Counters and daily limits across nodes").
+// docs/scale-out.md, "Limits across nodes").
 type limitsCollector struct {
 	db                                         *sqlstore.DB
 	blocks, units, empty, back, held, shardRow *prometheus.Desc

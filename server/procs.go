@@ -12,7 +12,7 @@ import (
 // container's CPU limit, has cores; several nodes on one machine would each
 // run that many, and a node with a share of the load runs out of work more
 // often, so its threads sleep and are woken again far more than one busy
-// node's (measured: docs/scale-out.md, "Nodes sharing a machine"). At
+// node's. At
 // every beat a node learns how many live nodes run on its machine
 // (sqlstore.Options.HostNodes) and sets GOMAXPROCS to its share of what Go
 // chose at start, at least 1; alone again, it goes back to Go's default.

@@ -89,7 +89,7 @@ type Config struct {
 	// there (default 10m).
 	DeviceValidFor time.Duration
 	// ProvidersFile, when set, is the JSON file of the carrier links
-	// (contract section 9); their secrets are read with Getenv (default
+	// (docs/carriers.md); their secrets are read with Getenv (default
 	// os.Getenv) from the variables it names.
 	ProvidersFile string
 	Getenv        func(string) string

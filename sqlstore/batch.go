@@ -84,7 +84,7 @@ func newBatcher(db *DB, writers, active int) *batcher {
 // How many writers a PostgreSQL node runs. Each writer keeps a transaction
 // open while callers come, so the writers of all the nodes are the
 // transactions that write to the database at once. Measured on one
-// machine (docs/scale-out.md, "Group-commit writers"), two writers serve a
+// machine, two writers serve a
 // lone node best, and nodes sharing a database lose throughput as soon as
 // the cluster runs more writers than that: their transactions insert into
 // the same last pages of the messages table's indexes and wait for each
@@ -196,7 +196,7 @@ const (
 // for up to turnWait, and goes on taking the callers that come meanwhile:
 // the callers of one commit's round trip join the next commit instead of
 // making a third. Measured with one node (two writers) on PostgreSQL
-// (docs/scale-out.md, "Group-commit writers"): 19-24 sends a commit
+// (the send bench): 19-24 sends a commit
 // instead of 16-17, and 5-20% less of PostgreSQL's CPU a send. The wait is
 // bounded so that a commit that hangs (a lock, a slow disk) holds the
 // other writer back by turnWait at most, not for as long as it hangs.

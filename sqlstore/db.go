@@ -375,7 +375,7 @@ func openPostgres(url string, opt Options) (*DB, error) {
 // heap by 550-700 KiB for each and frees it at the end, so each pipeline
 // paid brk calls and a page fault for every page touched again: 30% of
 // PostgreSQL's CPU under the send bench on one virtual machine, 2% on
-// another (docs/scale-out.md, "PostgreSQL's memory allocator"). glibc's
+// another (docs/scale-out.md, "Create the database"). glibc's
 // thresholds are dynamic (mallopt(3)): freeing a block that was mmapped
 // because it exceeded the mmap threshold raises that threshold to the
 // block's size and the trim threshold to twice that, for the rest of the
@@ -475,7 +475,7 @@ func (db *DB) q(query string) string {
 // sequential scan, and it stays one as the table grows, until an ANALYZE of
 // the table makes PostgreSQL plan again: an outcome's UPDATE of 100 messages
 // read every row of the table (80 us a message after 60,000 sends instead
-// of 28 us; see docs/scale-out.md). Planning again costs tens of
+// of 28 us). Planning again costs tens of
 // microseconds a statement, which only statements over a batch, and the
 // queue's polls (a few a second, over a range of run_at), repay.
 func (db *DB) planEach(args ...any) []any {

@@ -9,7 +9,7 @@ import (
 
 // TestSQLiteFilesPrivate: the database holds webhook secrets and key hashes,
 // so its file, WAL and shared-memory file are readable by their owner only,
-// whether the store creates them or finds them more open (issue 19).
+// whether the store creates them or finds them more open.
 func TestSQLiteFilesPrivate(t *testing.T) {
 	dir := t.TempDir()
 	// What the process's umask lets a new file have: the test means

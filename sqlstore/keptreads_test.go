@@ -103,7 +103,7 @@ func TestKeptReadsChecked(t *testing.T) {
 	// this function with it (Write's fn may run more than once): the send
 	// is made at the first run only. A second send to x, made at the
 	// second run, ran after the opt-in below on a loaded machine and
-	// counted a stale transaction of its own (CI, 2026-11-26).
+	// counted a stale transaction of its own (seen in CI).
 	fromX("STOP")
 	errX = make(chan error, 1)
 	runs := 0

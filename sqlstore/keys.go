@@ -77,7 +77,7 @@ func (db *DB) KeyByHash(ctx context.Context, hash string) (*sb.APIKey, error) {
 // keyListTTL bounds how stale a cached key list may be. Changes through
 // this node (and, on PostgreSQL, through any node) clear it at once; the
 // bound covers last_used_at, which is written every half second, so a use
-// shows within about a second (the contract says 2).
+// shows within about a second (the API promises 2).
 const keyListTTL = 500 * time.Millisecond
 
 type keyList struct {

@@ -701,7 +701,7 @@ func errNewContactLimit(limit int) error {
 	return sb.Errorf(sb.CodeNewContactLimit, "The daily limit of %d new recipients is reached; messages to known recipients are still allowed.", limit)
 }
 
-// AcceptSend stores an outbound message durably, in the contract's order of
+// AcceptSend stores an outbound message durably, in the API's order of
 // checks: opt-out, new-contact limit, phone availability; it picks the
 // phone (the one named by From, else the one that first wrote to the
 // recipient while it is usable, else the least used today), counts the

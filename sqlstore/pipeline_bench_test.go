@@ -27,8 +27,8 @@ import (
 //
 // The callers=8 variants make small batches (about 4 writes a commit
 // against 26 with 64 callers): comparing the two gives what a commit costs
-// whatever its size, which is what several nodes sharing a load pay more of
-// (docs/scale-out.md, "Where three nodes lose").
+// whatever its size, which is what several nodes sharing a load pay more
+// of.
 func BenchmarkSendPipeline(b *testing.B) {
 	for _, callers := range []int{64, 8} {
 		b.Run(fmt.Sprintf("sqlite/callers=%d", callers), func(b *testing.B) {

@@ -20,7 +20,7 @@ import (
 // message stuck in "sent". Finishing a message deletes its claim. Keeping
 // the claims out of messages means the update that finishes a message
 // changes no indexed column, which PostgreSQL then makes without writing an
-// index entry (a heap-only update; see docs/scale-out.md).
+// index entry (a heap-only update).
 
 // ClaimDue claims up to limit due messages for lease and returns them, their
 // attempts already counted. Claims that ran out are put back in the queue

@@ -1,6 +1,6 @@
 package main
 
-// Authentication (api.md 5, 7.2; contract sections 1 and 2): malformed and
+// Authentication (docs/api.md): malformed and
 // unknown keys, deactivated keys, suspended tenants, ended trials, and
 // tenant isolation.
 
@@ -221,7 +221,7 @@ func testAuthTenantIsolation(t *testing.T, s *server, db string) {
 }
 
 // TestAuthFailureThrottle: failed authentication is throttled per client
-// address (issue 19): after 20 failures from one address, a key this server
+// address: after 20 failures from one address, a key this server
 // has not seen authenticate answers 429 RATE_LIMIT_EXCEEDED with
 // Retry-After, without a lookup; keys that have authenticated go on
 // working. Every test here comes from 127.0.0.1, so it has a server of its

@@ -11,7 +11,7 @@ import (
 // max_contacts contacts, max_templates templates and max_open_campaigns
 // draft or running campaigns; creating one more is 400 VALIDATION_ERROR, as
 // for keys and webhooks, and deleting (or finishing a campaign) makes room
-// (issue 19). The caps are lowered with --plans.
+// The caps are lowered with --plans.
 func TestObjectCaps(t *testing.T) {
 	t.Parallel()
 	runShared(t, []string{"--plans", tempPlansFile(t, `{"scale": {"max_contacts": 3, "max_templates": 2, "max_open_campaigns": 2}}`)}, []sharedCase{

@@ -1,6 +1,6 @@
 package main
 
-// End-to-end tests of the SMPP carrier link (contract section 9): the real
+// End-to-end tests of the SMPP carrier link (docs/carriers.md): the real
 // server, with a providers file, against a real SMSC (SMPP 3.4 over TCP,
 // provider/smpp/smsc) started in the test process.
 

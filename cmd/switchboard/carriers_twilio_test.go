@@ -1,7 +1,7 @@
 package main
 
-// End-to-end tests of the Twilio-compatible carrier link (contract section
-// 9): the real server against an HTTP server in the test that implements
+// End-to-end tests of the Twilio-compatible carrier link (docs/carriers.md):
+// the real server against an HTTP server in the test that implements
 // the endpoints of Twilio's API the link uses and makes Twilio's signed
 // requests back (provider/twilio/twiliotest).
 

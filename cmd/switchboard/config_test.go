@@ -11,7 +11,7 @@ import (
 // TestUsageHidesSecrets: flag defaults come from SWITCHBOARD_* variables, and
 // usage text (--help, and the usage printed after any flag error) shows
 // defaults. A secret's value must never appear there, nor in the one-line
-// reason of a command that fails on one (issue 19).
+// reason of a command that fails on one.
 func TestUsageHidesSecrets(t *testing.T) {
 	t.Parallel()
 	const (

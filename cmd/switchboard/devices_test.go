@@ -1,6 +1,6 @@
 package main
 
-// End-to-end tests of the device protocol (contract section 8): real
+// End-to-end tests of the device protocol (docs/phones.md): real
 // Android phones running "SMS Gateway for Android", played over real HTTP
 // by the reference device (provider/android/agent) and by hand, with the
 // wire types of the app's Go client (github.com/android-sms-gateway/client-go)

@@ -1,10 +1,10 @@
 package main
 
-// The response envelope and errors (api.md 2.1, 7; contract sections 0 and
-// 1): unknown paths and methods, request bodies, sizes, and the public
-// endpoints /healthz, /v1/openapi.json and /metrics. The harness checks the
-// envelope shape, X-Request-Id, Content-Type and the OpenAPI document on
-// every answer; these tests check the codes.
+// The response envelope and errors (docs/api.md): unknown paths and
+// methods, request bodies, sizes, and the public endpoints /healthz,
+// /v1/openapi.json and /metrics. The harness checks the envelope shape,
+// X-Request-Id, Content-Type and the OpenAPI document on every answer;
+// these tests check the codes.
 
 import (
 	"encoding/json"

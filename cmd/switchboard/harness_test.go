@@ -303,7 +303,7 @@ func (s *server) do(t testing.TB, method, path, key string, body any, headers ..
 	return r
 }
 
-// checkEnvelope asserts the rules every response obeys (contract section 1)
+// checkEnvelope asserts the rules every response obeys (docs/api.md)
 // and validates the response against the OpenAPI document.
 func checkEnvelope(t testing.TB, req *http.Request, r *response) {
 	t.Helper()

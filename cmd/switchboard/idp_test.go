@@ -30,8 +30,7 @@ func jwtHS256(t *testing.T, secret string, claims map[string]any) string {
 }
 
 // TestIdentityProviderTokens covers the second way to authenticate: a JWT
-// from an external identity provider (contract section 1: TOKEN_EXPIRED,
-// INVALID_TOKEN).
+// from an external identity provider (TOKEN_EXPIRED, INVALID_TOKEN).
 func TestIdentityProviderTokens(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db string) {
 		const secret = "idp-shared-secret-0123456789abcdef"

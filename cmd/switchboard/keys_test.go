@@ -1,6 +1,6 @@
 package main
 
-// API keys (api.md 2.2, 3, 4.1-4.3; contract section 2): creation, the
+// API keys (docs/api.md): creation, the
 // environment and rate_limit rules, listing, revocation, the 100-key cap,
 // last_used_at, and revocation seen by every node.
 

@@ -1,7 +1,7 @@
 package main
 
-// Rate limits, monthly quotas and the order of checks (api.md 8; contract
-// sections 1 and 3). Limits are lowered with a --plans file so that a few
+// Rate limits, monthly quotas and the order of checks (docs/api.md).
+// Limits are lowered with a --plans file so that a few
 // requests reach them. No test waits for a bucket to refill: the limiter's
 // own tests do that with a fake clock.
 
@@ -130,7 +130,7 @@ func TestQuota(t *testing.T) {
 }
 
 // TestCheckOrder: authentication, then rate limit, then monthly quota, then
-// the request itself (contract section 1).
+// the request itself (docs/api.md).
 func TestCheckOrder(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
@@ -187,7 +187,7 @@ func TestCheckOrder(t *testing.T) {
 // TestTenantRateLimit: besides each key's limit, a tenant's requests
 // together, from all its keys of both environments, have a per-minute
 // limit (the plan's tenant_rate_limit), so that a hundred keys do not make
-// a hundred times the plan's rate (issue 19).
+// a hundred times the plan's rate.
 func TestTenantRateLimit(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {

@@ -1,8 +1,8 @@
 package main
 
-// What a new user ran into (issue 14): bad input that was accepted
-// silently, headers that were refused or dropped, error texts that misled.
-// Each case failed before its fix.
+// What a new user runs into: bad input must get a clear error rather than
+// be accepted silently, headers must be honoured rather than refused or
+// dropped, and error texts must say what to do.
 
 import (
 	"fmt"
@@ -39,7 +39,7 @@ func secondsToNextUTCDay(now time.Time) int {
 }
 
 // testNewContactLimitRetryAfter: 429 NEW_CONTACT_LIMIT carries Retry-After
-// until the next UTC day, as every 429 does (api.md 7.3).
+// until the next UTC day, as every 429 does.
 func testNewContactLimitRetryAfter(t *testing.T, s *server, db string) {
 	tn := newTenant(t, db, "--plan", "scale") // one new recipient a day
 	msgSend(t, s, tn.Test, map[string]any{"to": "+15005550000", "body": "first"})

@@ -1,8 +1,9 @@
 package main
 
-// Several nodes on one PostgreSQL database (issue 13): rate limits shared
-// with and without Redis, Redis going away and coming back, the pool's cap
-// answering 503 DATABASE_UNAVAILABLE, and what /readyz reports meanwhile.
+// Several nodes on one PostgreSQL database (docs/scale-out.md): rate
+// limits shared with and without Redis, Redis going away and coming back,
+// the pool's cap answering 503 DATABASE_UNAVAILABLE, and what /readyz
+// reports meanwhile.
 
 import (
 	"context"

@@ -1,6 +1,6 @@
 package main
 
-// The operator commands (contract section 0): what they print, and that bad
+// The operator commands (docs/operations.md): what they print, and that bad
 // input exits non-zero with a one-line reason.
 
 import (

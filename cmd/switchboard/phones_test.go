@@ -1,6 +1,6 @@
 package main
 
-// End-to-end tests of /v1/phones (contract section 8): the tenant's sending
+// End-to-end tests of /v1/phones (docs/phones.md): the tenant's sending
 // phones, adding Android phones with their pairing codes, limits, deletion.
 // The device protocol is in devices_test.go.
 

@@ -1,6 +1,6 @@
 package main
 
-// End-to-end tests of webhooks (contract section 5): registration and its
+// End-to-end tests of webhooks (docs/webhooks.md): registration and its
 // limits, the events and their payloads, signatures, the retry schedule,
 // durability across restarts, isolation between endpoints and tenants, the
 // delivery log and manual retries. Deliveries go to real HTTP receivers on
@@ -746,7 +746,7 @@ func TestWebhookRetries(t *testing.T) {
 			}
 		})
 
-		// The one timing the contract fixes: retries 2 s, 4 s and 8 s after
+		// The one timing the API fixes: retries 2 s, 4 s and 8 s after
 		// the failures, +-0.5 s, measured where they arrive.
 		t.Run("schedule", func(t *testing.T) {
 			d := waitHookDelivery(t, s, tn.Live, hAlways, 45*time.Second, "the delivery to fail", hookSettled)

@@ -1,4 +1,4 @@
-// Package carrier holds what the carrier links (contract section 9) have in
+// Package carrier holds what the carrier links (docs/carriers.md) have in
 // common: the providers file that configures them, the Set that runs them,
 // answers whether a link is up (sb.LinkState) and hands each message to the
 // link of its phone, and the HTTP handler under /api/providers/NAME/ where

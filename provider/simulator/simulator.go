@@ -1,4 +1,4 @@
-// Package simulator is the built-in Provider (contract section 6): it
+// Package simulator is the built-in Provider (docs/api.md): it
 // delivers nothing to real phones, and decides each outcome from the
 // recipient, like Twilio's test numbers.
 //

@@ -265,7 +265,7 @@ func hasPointers(t reflect.Type) bool {
 
 func TestDelayBounds(t *testing.T) {
 	// A delay of 1 s or more, or none, falls back to the default, which is
-	// under the contract's 1 s.
+	// under the promised 1 s.
 	for _, d := range []time.Duration{0, -time.Second, time.Second, time.Hour} {
 		s := New(d)
 		if s.delay <= 0 || s.delay >= time.Second {

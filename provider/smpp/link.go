@@ -1,4 +1,4 @@
-// Package smpp is the SMPP 3.4 carrier link (contract section 9): an ESME
+// Package smpp is the SMPP 3.4 carrier link (docs/carriers.md): an ESME
 // that keeps one transceiver bind to an SMSC, writes the messages of the
 // link's phones as submit_sm (GSM-7 or UCS-2, long texts in concatenated
 // parts) with a window of outstanding requests and a throughput cap, and

@@ -1,5 +1,5 @@
-// Package twilio is the Twilio-compatible carrier link (contract section
-// 9): it sends with Twilio's Messages API (POST
+// Package twilio is the Twilio-compatible carrier link (docs/carriers.md):
+// it sends with Twilio's Messages API (POST
 // {base}/2010-04-01/Accounts/{sid}/Messages.json, which SignalWire's
 // compatibility API also speaks), asks for status callbacks to
 // {public-url}/api/providers/NAME/status/{message id}, and receives status

@@ -173,7 +173,7 @@ func wantRefusal(t *testing.T, err error, reasonPart string) {
 
 // wantBlocked checks a refusal of a host that resolves to a blocked
 // address: its reason is the one that unresolvable hosts get too, so that it
-// tells nothing about internal names (issue 19); the kind of address is only
+// tells nothing about internal names; the kind of address is only
 // in its cause, for logs.
 func wantBlocked(t *testing.T, err error, kind string) {
 	t.Helper()
