@@ -192,7 +192,8 @@ type DeviceReport struct {
 	// Error is the recipient's error of a Failed report.
 	Error string
 	// At is when the device says the state was reached, and SentAt when
-	// it says the message was sent; zero when it did not say.
+	// it says the message left it (reached Processed, or else Sent); zero
+	// when it did not say.
 	At, SentAt time.Time
 }
 
@@ -202,7 +203,7 @@ var ErrAlreadyStored = errors.New("the inbound text is already stored")
 
 // DeviceTTLExpired is the error the app reports, as Failed, for a message
 // it did not send because its validUntil had passed: the message was not
-// sent, so it goes to another phone instead of failing.
+// sent, so it goes to another phone instead of failing (see ProvesUnsent).
 const DeviceTTLExpired = "TTL expired"
 
 // Opt-out keywords (docs/api.md): the whole inbound body, trimmed,

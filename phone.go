@@ -113,6 +113,16 @@ type Routing struct {
 	// device was last seen (a request, or a beat of its open event
 	// stream).
 	OfflineAfter time.Duration
+	// ClockGrace is how far behind the server's clock a device's clock may
+	// run: a device may still send a message it holds until the message's
+	// validUntil plus ClockGrace, by the server's clock (default
+	// DefaultClockGrace).
+	ClockGrace time.Duration
+	// OutcomeAfter is how long a message handed to a device, and not
+	// reported on, waits past its validUntil and ClockGrace for its device
+	// before it fails with its outcome unknown (default
+	// DefaultOutcomeAfter).
+	OutcomeAfter time.Duration
 	// Links tells whether the carrier links are up. The links hold that
 	// state (see provider/carrier); nil means it is not known here (the
 	// operator commands hold no link), and the operator's switch alone
@@ -126,8 +136,26 @@ type LinkState interface {
 	LinkUp(name string) bool
 }
 
-// DefaultPhoneOfflineAfter is the default of Routing.OfflineAfter.
-const DefaultPhoneOfflineAfter = 2 * time.Minute
+// Defaults of Routing.
+const (
+	DefaultPhoneOfflineAfter = 2 * time.Minute
+	DefaultClockGrace        = time.Minute
+	DefaultOutcomeAfter      = time.Hour
+)
+
+func (r Routing) offlineAfter() time.Duration {
+	return orDefault(r.OfflineAfter, DefaultPhoneOfflineAfter)
+}
+func (r Routing) clockGrace() time.Duration   { return orDefault(r.ClockGrace, DefaultClockGrace) }
+func (r Routing) outcomeAfter() time.Duration { return orDefault(r.OutcomeAfter, DefaultOutcomeAfter) }
+
+// orDefault is d, or def when d is not positive.
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
 
 // Online reports whether p can take messages at now: the operator has not
 // switched it off and, for an android phone, a paired device was seen
@@ -142,12 +170,12 @@ func (r Routing) Online(p *Phone, now time.Time) bool {
 	if p.Kind != PhoneAndroid {
 		return true
 	}
-	after := r.OfflineAfter
-	if after <= 0 {
-		after = DefaultPhoneOfflineAfter
-	}
-	return p.Device != nil && p.LastSeenAt != nil && now.Sub(*p.LastSeenAt) < after
+	return p.Device != nil && p.LastSeenAt != nil && p.LastSeenAt.After(r.SeenCutoff(now))
 }
+
+// SeenCutoff is the last-seen time at or before which an android phone is
+// offline at now (see Online).
+func (r Routing) SeenCutoff(now time.Time) time.Time { return now.Add(-r.offlineAfter()) }
 
 // Status is the status a phone shows at now: online or offline.
 func (r Routing) Status(p *Phone, now time.Time) string {
@@ -206,6 +234,124 @@ func (r Routing) Pick(phones []PhoneUse, channel, from, sticky, exclude string, 
 // over the device protocol) rather than handed to a provider: a live
 // message from an android phone.
 func (m *Message) ViaDevice() bool { return m.Env == Live && m.PhoneKind == PhoneAndroid }
+
+// The device queue's rules (contract section 8). The app reports Processed
+// as soon as it hands a text to Android's SmsManager, which may send it at
+// once, and its later reports can be lost (Android's sent broadcast is not
+// always delivered to it; its data connection can drop right after the
+// radio sent). So a message handed to a device is taken as possibly sent
+// until the device proves otherwise, and moves to another phone only with
+// proof that it was not sent: no device was ever handed it, or its device
+// reported it Failed with "TTL expired" before it reported it Processed or
+// Sent. A vanished phone delays or fails a message; it never sends it
+// twice.
+
+// DeviceQueued is a message in the device queue (queued, of an android
+// phone) as the sweeper sees it.
+type DeviceQueued struct {
+	// Holder is the device the message was handed to; empty while no
+	// device has been handed it.
+	Holder string
+	// ValidUntil is the validUntil handed with it (zero while not handed
+	// out).
+	ValidUntil time.Time
+	// Phone is the message's phone, nil when it was deleted.
+	Phone *Phone
+}
+
+// DeviceAction is what the sweeper does with a message of the device queue.
+type DeviceAction int
+
+// Device actions.
+const (
+	// DeviceWait leaves the message where it is.
+	DeviceWait DeviceAction = iota
+	// DeviceMove moves it to another phone that can take it.
+	DeviceMove
+	// DeviceOutcomeUnknown fails it: its device took it and never said
+	// whether it sent it.
+	DeviceOutcomeUnknown
+)
+
+// Sweep decides what becomes of a message of the device queue at now. One
+// that no device was handed moves when its phone cannot take it (offline,
+// switched off, unpaired or deleted): nothing was sent. One handed to a
+// device never moves: it stays with its device, which is handed it again
+// (with its original validUntil) whenever it asks for messages, so that
+// the app reports what it did with it; once its device has been silent on
+// it until OutcomeUnknownAt, it fails.
+func (r Routing) Sweep(m DeviceQueued, now time.Time) DeviceAction {
+	switch {
+	case m.Holder == "" && (m.Phone == nil || !r.Online(m.Phone, now)):
+		return DeviceMove
+	case m.Holder != "" && !now.Before(r.OutcomeUnknownAt(m.ValidUntil)):
+		return DeviceOutcomeUnknown
+	}
+	return DeviceWait
+}
+
+// DeviceSweep is what one pass of the sweeper did.
+type DeviceSweep struct {
+	// Considered is how many messages it read; Moved how many went to
+	// another phone; Unknown how many failed with their outcome unknown.
+	Considered, Moved, Unknown int
+}
+
+// OutcomeUnknownAt is when a message handed to a device with validUntil,
+// and never reported on, fails with its outcome unknown: OutcomeAfter past
+// the last moment the device may send it (validUntil plus ClockGrace).
+func (r Routing) OutcomeUnknownAt(validUntil time.Time) time.Time {
+	return validUntil.Add(r.clockGrace() + r.outcomeAfter())
+}
+
+// OutcomeUnknownReason is the failure_reason of a message that the phone
+// numbered number took and never reported on by validUntil.
+func OutcomeUnknownReason(number, phoneID string, validUntil time.Time) string {
+	return "outcome unknown: the phone " + number + " (" + phoneID + ") took the message and has not reported whether it sent it" +
+		" (it could send it until " + validUntil.UTC().Format(time.RFC3339) + "); it may have been sent, so it was not sent from another phone"
+}
+
+// ProvesUnsent reports whether rep, a device's report on a message whose
+// last reported state was prev, proves that the message was not sent: the
+// app's Failed "TTL expired", which it reports for a message it did not
+// hand to Android because its validUntil had passed, while neither this
+// report nor an earlier one says the message got as far as Processed.
+func ProvesUnsent(rep DeviceReport, prev string) bool {
+	return rep.State == DeviceFailed && rep.Error == DeviceTTLExpired && rep.SentAt.IsZero() &&
+		DeviceStateRank(prev) < DeviceStateRank(DeviceProcessed)
+}
+
+// DeviceStatus is the message status that a device state makes: Pending
+// keeps a message queued; Processed (handed to Android, which may have sent
+// it already) and Sent make it sent; Delivered and Failed are final. An
+// unknown state gives "".
+func DeviceStatus(state string) string {
+	switch state {
+	case DevicePending:
+		return StatusQueued
+	case DeviceProcessed, DeviceSent:
+		return StatusSent
+	case DeviceDelivered:
+		return StatusDelivered
+	case DeviceFailed:
+		return StatusFailed
+	}
+	return ""
+}
+
+// DeviceTime is the time of a device's report as recorded: what the device
+// said (zero when it said nothing readable), but never after now (the
+// phone's clock may run ahead) nor before floor (the message's creation;
+// its clock may run behind).
+func DeviceTime(said, floor, now time.Time) time.Time {
+	switch {
+	case said.IsZero() || said.After(now):
+		return now
+	case said.Before(floor):
+		return floor
+	}
+	return said
+}
 
 // Pairing is a one-time code that pairs a device with an android phone.
 type Pairing struct {

@@ -1,6 +1,7 @@
 package switchboard
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -92,5 +93,102 @@ func TestRoutingOnlineCarrier(t *testing.T) {
 	sim := &Phone{Kind: PhoneSimulated, Status: PhoneOnline}
 	if !down.Online(sim, now) {
 		t.Fatal("a simulated phone offline because a link is down")
+	}
+}
+
+// TestRoutingSweep: what the sweeper may do with a message of the device
+// queue. One no device took moves when its phone cannot take it; one a
+// device took never moves, and fails as outcome unknown exactly at
+// validUntil + ClockGrace + OutcomeAfter, whatever its phone does.
+func TestRoutingSweep(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	r := Routing{OfflineAfter: 2 * time.Minute, ClockGrace: 30 * time.Second, OutcomeAfter: time.Hour}
+	seen, stale := now.Add(-time.Minute), now.Add(-2*time.Minute)
+	online := &Phone{ID: "p", Kind: PhoneAndroid, Status: PhoneOnline, Device: &Device{ID: "d"}, LastSeenAt: &seen}
+	offline := &Phone{ID: "p", Kind: PhoneAndroid, Status: PhoneOnline, Device: &Device{ID: "d"}, LastSeenAt: &stale}
+	off := &Phone{ID: "p", Kind: PhoneAndroid, Status: PhoneOffline, Device: &Device{ID: "d"}, LastSeenAt: &seen}
+	unpaired := &Phone{ID: "p", Kind: PhoneAndroid, Status: PhoneOnline}
+	valid := now.Add(-time.Hour - 30*time.Second) // OutcomeUnknownAt is now
+	for _, tt := range []struct {
+		name string
+		m    DeviceQueued
+		at   time.Time
+		want DeviceAction
+	}{
+		{"waiting, phone online", DeviceQueued{Phone: online}, now, DeviceWait},
+		{"waiting, phone not seen for OfflineAfter", DeviceQueued{Phone: offline}, now, DeviceMove},
+		{"waiting, phone switched off", DeviceQueued{Phone: off}, now, DeviceMove},
+		{"waiting, phone unpaired", DeviceQueued{Phone: unpaired}, now, DeviceMove},
+		{"waiting, phone deleted", DeviceQueued{}, now, DeviceMove},
+		{"held, validUntil passed long ago", DeviceQueued{Holder: "d", ValidUntil: now.Add(-time.Hour), Phone: offline}, now, DeviceWait},
+		{"held, a microsecond before OutcomeUnknownAt", DeviceQueued{Holder: "d", ValidUntil: valid, Phone: online}, now.Add(-time.Microsecond), DeviceWait},
+		{"held, at OutcomeUnknownAt", DeviceQueued{Holder: "d", ValidUntil: valid, Phone: online}, now, DeviceOutcomeUnknown},
+		{"held, phone offline, deleted or replaced: still waits", DeviceQueued{Holder: "old", ValidUntil: now.Add(-time.Minute)}, now, DeviceWait},
+		{"held by a deleted phone, at OutcomeUnknownAt", DeviceQueued{Holder: "old", ValidUntil: valid}, now, DeviceOutcomeUnknown},
+	} {
+		if got := r.Sweep(tt.m, tt.at); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	if got, want := r.OutcomeUnknownAt(now), now.Add(time.Hour+30*time.Second); !got.Equal(want) {
+		t.Errorf("OutcomeUnknownAt: %v, want %v", got, want)
+	}
+	// The defaults: a minute's grace, an hour's wait.
+	if got, want := (Routing{}).OutcomeUnknownAt(now), now.Add(time.Hour+time.Minute); !got.Equal(want) {
+		t.Errorf("OutcomeUnknownAt with the defaults: %v, want %v", got, want)
+	}
+	if got := OutcomeUnknownReason("+15551230001", "01PHONE", now); !strings.HasPrefix(got, "outcome unknown: ") ||
+		!strings.Contains(got, "+15551230001") || !strings.Contains(got, "01PHONE") {
+		t.Errorf("OutcomeUnknownReason names neither the phone nor the rule: %q", got)
+	}
+}
+
+// TestProvesUnsent: only the app's Failed "TTL expired", before anything
+// said the message was handed to Android, proves it was not sent.
+func TestProvesUnsent(t *testing.T) {
+	at := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	ttl := DeviceReport{MessageID: "m", State: DeviceFailed, Error: DeviceTTLExpired, At: at}
+	for _, tt := range []struct {
+		name string
+		rep  DeviceReport
+		prev string
+		want bool
+	}{
+		{"TTL expired, nothing reported before", ttl, "", true},
+		{"TTL expired after Pending", ttl, DevicePending, true},
+		{"TTL expired after Processed", ttl, DeviceProcessed, false},
+		{"TTL expired after Sent", ttl, DeviceSent, false},
+		{"TTL expired with a Processed time in the report", DeviceReport{State: DeviceFailed, Error: DeviceTTLExpired, SentAt: at}, "", false},
+		{"another failure", DeviceReport{State: DeviceFailed, Error: "RESULT_ERROR_GENERIC_FAILURE"}, "", false},
+		{"a failure that quotes TTL expired", DeviceReport{State: DeviceFailed, Error: "Send result: TTL expired"}, "", false},
+		{"not a failure", DeviceReport{State: DevicePending, Error: DeviceTTLExpired}, "", false},
+	} {
+		if got := ProvesUnsent(tt.rep, tt.prev); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestDeviceStatus(t *testing.T) {
+	for state, want := range map[string]string{DevicePending: StatusQueued, DeviceProcessed: StatusSent, DeviceSent: StatusSent,
+		DeviceDelivered: StatusDelivered, DeviceFailed: StatusFailed, "Cancelled": "", "processed": ""} {
+		if got := DeviceStatus(state); got != want {
+			t.Errorf("DeviceStatus(%q) = %q, want %q", state, got, want)
+		}
+	}
+}
+
+func TestDeviceTime(t *testing.T) {
+	created := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	now := created.Add(time.Hour)
+	for _, tt := range []struct{ said, want time.Time }{
+		{time.Time{}, now}, // unreadable: the time of receipt
+		{created.Add(time.Minute), created.Add(time.Minute)},
+		{now.Add(time.Second), now},          // a clock ahead
+		{created.Add(-time.Minute), created}, // a clock behind
+	} {
+		if got := DeviceTime(tt.said, created, now); !got.Equal(tt.want) {
+			t.Errorf("DeviceTime(%v) = %v, want %v", tt.said, got, tt.want)
+		}
 	}
 }

@@ -88,6 +88,11 @@ type Config struct {
 	// DeviceValidFor is how long a message handed to a device stays valid
 	// there (default 10m).
 	DeviceValidFor time.Duration
+	// DeviceOutcomeAfter is how long a message handed to a device, and
+	// never reported on, waits past its validUntil (and a grace for the
+	// phone's clock) before it fails with its outcome unknown (default
+	// 1h).
+	DeviceOutcomeAfter time.Duration
 	// ProvidersFile, when set, is the JSON file of the carrier links
 	// (docs/carriers.md); their secrets are read with Getenv (default
 	// os.Getenv) from the variables it names.
@@ -143,6 +148,9 @@ func (c *Config) defaults() {
 	}
 	if c.DeviceValidFor == 0 {
 		c.DeviceValidFor = android.DefaultValidFor
+	}
+	if c.DeviceOutcomeAfter == 0 {
+		c.DeviceOutcomeAfter = sb.DefaultOutcomeAfter
 	}
 	if c.Getenv == nil {
 		c.Getenv = os.Getenv
@@ -294,7 +302,10 @@ func Run(ctx context.Context, c Config) error {
 		}
 	}
 	carriers := carrier.NewSet(db, links...)
-	routing := sb.Routing{OfflineAfter: c.PhoneOfflineAfter, Links: carriers}
+	// The grace for a phone's clock: a minute, or half the validity when
+	// that is shorter (a test's).
+	routing := sb.Routing{OfflineAfter: c.PhoneOfflineAfter, ClockGrace: min(sb.DefaultClockGrace, c.DeviceValidFor/2),
+		OutcomeAfter: c.DeviceOutcomeAfter, Links: carriers}
 	db.SetRouting(routing)
 
 	limiter := newLimits(db, redisOpt, ratelimit.FallbackOptions{Timeout: c.RedisTimeout, Cooldown: c.RedisCooldown}, log)

@@ -12,24 +12,28 @@ import (
 // The device queue. A live message of an android phone waits in device_due
 // for the phone's device, which takes it (TakeDeviceMessages) and reports
 // what becomes of it (ReportDeviceStates). A message handed to a device is
-// marked with the device's id and the validUntil handed with it; the app
-// will not send it after validUntil, so a message whose device reported
-// nothing by then (and a grace for clocks) can go to another phone without
-// being sent twice (RerouteDeviceMessages). Every move of a message from one
-// phone to another counts it against the new phone's daily limit.
+// marked with the device's id and the validUntil handed with it, and from
+// then on its device_due is when it fails with its outcome unknown if its
+// device never reports on it (Routing.OutcomeUnknownAt), so that the
+// sweeper's question (SweepDeviceMessages) reads only what it must act on.
+// What may move and when is decided by the routing rules
+// (Routing.Sweep, ProvesUnsent); the store hands them rows. Every move of a
+// message from one phone to another counts it against the new phone's
+// daily limit.
 
 // DeviceBatch is the most messages handed to a device at once.
 const DeviceBatch = 100
 
 // TakeDeviceMessages returns the messages waiting for the phone's device:
-// those it was handed and has not reported on yet, while they are valid
-// (the app deduplicates by id, so handing one again is harmless and covers
-// an answer that was lost), and then new ones that are due, up to
-// DeviceBatch and the phone's per-minute pacing, which are handed now with
-// validUntil now+validFor; fresh is how many of msgs, at the end, were
-// handed now. next is when the pacing allows the next message, when
-// messages wait for it; zero otherwise. A device that is not (or no longer)
-// the phone's gets INVALID_TOKEN.
+// first those it was handed and has not reported on (whatever their
+// validUntil, which stays the one first handed: the app knows a message by
+// its id and answers one it has with its state, and fails one it never got
+// as "TTL expired" once its validUntil has passed), then new ones that are
+// due, up to DeviceBatch in all and the phone's per-minute pacing, which
+// are handed now with validUntil now+validFor; fresh is how many of msgs,
+// at the end, were handed now. next is when the pacing allows the next
+// message, when messages wait for it; zero otherwise. A device that is not
+// (or no longer) the phone's gets INVALID_TOKEN.
 func (db *DB) TakeDeviceMessages(ctx context.Context, phoneID, deviceID string, lifo bool, now time.Time, validFor time.Duration) (msgs []*sb.Message, fresh int, next time.Time, err error) {
 	order := "ASC"
 	if lifo {
@@ -46,33 +50,14 @@ func (db *DB) TakeDeviceMessages(ctx context.Context, phoneID, deviceID string, 
 		if err != nil {
 			return err
 		}
-		// One query for what the device holds and has not reported on
-		// (while valid) and what waits for it, in the order asked.
-		var held, waiting []*sb.Message
-		rows, err := tx.query(ctx, `SELECT `+messageCols+`, valid_until, device_id FROM messages
-			WHERE phone_id = ? AND device_due IS NOT NULL AND device_due <= ? AND status = 'queued'
-			  AND (device_id IS NULL OR (device_id = ? AND device_state IS NULL AND valid_until > ?))
-			ORDER BY device_due `+order+`, id `+order+` LIMIT ?`, phoneID, sb.Micros(now), deviceID, sb.Micros(now), DeviceBatch)
+		held, err := tx.deviceMessages(ctx, `device_id = ? AND device_due IS NOT NULL AND phone_id = ? AND status = 'queued'
+			ORDER BY device_due `+order+`, id `+order+` LIMIT ?`, deviceID, phoneID, DeviceBatch)
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var valid sql.NullInt64
-			var holder sql.NullString
-			m, err := scanMessageWith(rows, &valid, &holder)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			m.ValidUntil, m.PhoneKind = optTime(valid), sb.PhoneAndroid
-			if holder.Valid {
-				held = append(held, m)
-			} else {
-				waiting = append(waiting, m)
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		waiting, err := tx.deviceMessages(ctx, `phone_id = ? AND device_due IS NOT NULL AND device_due <= ? AND device_id IS NULL AND status = 'queued'
+			ORDER BY device_due `+order+`, id `+order+` LIMIT ?`, phoneID, sb.Micros(now), DeviceBatch-len(held))
+		if err != nil {
 			return err
 		}
 		// Pacing: with a rate of r a minute, one message every minute/r.
@@ -90,12 +75,12 @@ func (db *DB) TakeDeviceMessages(ctx context.Context, phoneID, deviceID string, 
 		taken := waiting[:room]
 		if len(taken) > 0 {
 			valid := now.Add(validFor).Truncate(time.Millisecond)
-			args := []any{deviceID, sb.Micros(valid)}
+			args := []any{deviceID, sb.Micros(valid), sb.Micros(db.routing.OutcomeUnknownAt(valid))}
 			for _, m := range taken {
 				args = append(args, m.ID)
 				m.ValidUntil, m.Attempts = &valid, m.Attempts+1
 			}
-			if _, err := tx.exec(ctx, `UPDATE messages SET device_id = ?, valid_until = ?, attempts = attempts + 1
+			if _, err := tx.exec(ctx, `UPDATE messages SET device_id = ?, valid_until = ?, device_due = ?, attempts = attempts + 1
 				WHERE id IN (`+placeholders(len(taken))+`) AND device_id IS NULL`, args...); err != nil {
 				return err
 			}
@@ -117,12 +102,39 @@ func (db *DB) TakeDeviceMessages(ctx context.Context, phoneID, deviceID string, 
 	return msgs, fresh, next, err
 }
 
-// DeviceWorkWaiting reports whether the phone's device has messages to
-// take now (a safety net for a wake-up that was lost).
+// deviceMessages reads the messages of the device queue that where (a
+// WHERE clause with its ORDER BY and LIMIT, the limit the last argument)
+// selects, each with its validUntil.
+func (t *Tx) deviceMessages(ctx context.Context, where string, args ...any) ([]*sb.Message, error) {
+	if args[len(args)-1].(int) <= 0 {
+		return nil, nil
+	}
+	rows, err := t.query(ctx, `SELECT `+messageCols+`, valid_until FROM messages WHERE `+where, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*sb.Message
+	for rows.Next() {
+		var valid sql.NullInt64
+		m, err := scanMessageWith(rows, &valid)
+		if err != nil {
+			return nil, err
+		}
+		m.ValidUntil, m.PhoneKind = optTime(valid), sb.PhoneAndroid
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// DeviceWorkWaiting reports whether the phone's device has something to
+// take now (a safety net for a wake-up that was lost): a message that is
+// due, or one it holds past its validUntil without a report, which it is
+// handed again so that it reports.
 func (db *DB) DeviceWorkWaiting(ctx context.Context, phoneID, deviceID string, now time.Time) (bool, error) {
 	var n int
-	err := db.queryRow(ctx, `SELECT COUNT(*) FROM messages WHERE phone_id = ? AND device_due IS NOT NULL AND device_due <= ? AND status = 'queued'
-		AND (device_id IS NULL OR (device_id = ? AND device_state IS NULL AND valid_until > ?))`,
+	err := db.queryRow(ctx, `SELECT COUNT(*) FROM messages WHERE phone_id = ? AND device_due IS NOT NULL AND status = 'queued'
+		AND ((device_id IS NULL AND device_due <= ?) OR (device_id = ? AND valid_until <= ?))`,
 		phoneID, sb.Micros(now), deviceID, sb.Micros(now)).Scan(&n)
 	return n > 0, err
 }
@@ -131,10 +143,12 @@ func (db *DB) DeviceWorkWaiting(ctx context.Context, phoneID, deviceID string, n
 // A report about a message the device does not hold (never handed to it,
 // or moved to another phone since), an unknown state, and one that does not
 // move the message forward (a repeat, or a stale report arriving late)
-// change nothing. Processed and Pending keep the message queued; Sent makes
-// it sent; Delivered and Failed make it final with its event. A Failed
-// report of "TTL expired" says the device did not send it: the message goes
-// to another phone, as if its validUntil had passed.
+// change nothing. The states make the statuses of sb.DeviceStatus:
+// Processed and Sent make a message sent (sent_at the first of them), and
+// it leaves the device queue; Delivered and Failed make it final with its
+// event. A report that proves the message unsent (sb.ProvesUnsent) moves it
+// to another phone instead of failing it, or fails it when no other phone
+// can take it (this device would report the same again).
 func (db *DB) ReportDeviceStates(ctx context.Context, phoneID, deviceID string, reports []sb.DeviceReport, now time.Time) error {
 	return db.Write(ctx, func(tx *Tx) error {
 		for _, r := range reports {
@@ -144,8 +158,9 @@ func (db *DB) ReportDeviceStates(ctx context.Context, phoneID, deviceID string, 
 			}
 			var status string
 			var state, holder sql.NullString
-			err := tx.queryRow(ctx, `SELECT status, device_state, device_id FROM messages WHERE id = ? AND phone_id = ?`,
-				r.MessageID, phoneID).Scan(&status, &state, &holder)
+			var created int64
+			err := tx.queryRow(ctx, `SELECT status, device_state, device_id, created_at FROM messages WHERE id = ? AND phone_id = ?`,
+				r.MessageID, phoneID).Scan(&status, &state, &holder, &created)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue
 			}
@@ -155,21 +170,23 @@ func (db *DB) ReportDeviceStates(ctx context.Context, phoneID, deviceID string, 
 			if holder.String != deviceID || (status != sb.StatusQueued && status != sb.StatusSent) || rank <= sb.DeviceStateRank(state.String) {
 				continue
 			}
-			at, sentAt := r.At, r.SentAt
-			if at.IsZero() || at.After(now) {
-				at = now
+			floor := sb.FromMicros(created)
+			at := sb.DeviceTime(r.At, floor, now)
+			var sentAt time.Time // when the device says the message left it, if it says
+			if !r.SentAt.IsZero() {
+				sentAt = sb.DeviceTime(r.SentAt, floor, at)
 			}
-			if sentAt.IsZero() || sentAt.After(at) {
-				sentAt = at
-			}
-			switch r.State {
-			case sb.DevicePending, sb.DeviceProcessed:
+			switch sb.DeviceStatus(r.State) {
+			case sb.StatusQueued:
 				_, err = tx.exec(ctx, `UPDATE messages SET device_state = ? WHERE id = ?`, r.State, r.MessageID)
-			case sb.DeviceSent:
+			case sb.StatusSent:
+				if sentAt.IsZero() {
+					sentAt = at
+				}
 				_, err = tx.exec(ctx, `UPDATE messages SET device_state = ?, status = 'sent', sent_at = COALESCE(sent_at, ?), device_due = NULL
-					WHERE id = ? AND status IN ('queued', 'sent')`, r.State, sb.Micros(at), r.MessageID)
-			case sb.DeviceFailed:
-				if r.Error == sb.DeviceTTLExpired && status == sb.StatusQueued {
+					WHERE id = ? AND status IN ('queued', 'sent')`, r.State, sb.Micros(sentAt), r.MessageID)
+			case sb.StatusFailed:
+				if sb.ProvesUnsent(r, state.String) && status == sb.StatusQueued {
 					// Not sent: another phone may send it. Not this one: the
 					// app knows the message by its id and would report the
 					// same again.
@@ -187,7 +204,10 @@ func (db *DB) ReportDeviceStates(ctx context.Context, phoneID, deviceID string, 
 					reason = "the phone reported the message as failed"
 				}
 				err = tx.finish(ctx, []sb.Outcome{{MessageID: r.MessageID, FailureReason: reason, At: at, SentAt: sentAt}})
-			case sb.DeviceDelivered:
+			case sb.StatusDelivered:
+				if sentAt.IsZero() {
+					sentAt = at
+				}
 				err = tx.finish(ctx, []sb.Outcome{{MessageID: r.MessageID, Delivered: true, At: at, SentAt: sentAt}})
 			}
 			if err != nil {
@@ -302,19 +322,16 @@ func (t *Tx) reroute(ctx context.Context, m *routeRow, now time.Time, cache rout
 // deviceDueProbe counts 1 when a device message is due by its argument.
 const deviceDueProbe = `SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE device_due IS NOT NULL AND device_due <= ? LIMIT 1) due`
 
-// RerouteDeviceMessages moves, up to limit at a time, the device messages
-// that cannot stay where they are: handed to a device that reported nothing
-// by their validUntil plus grace (the phone's clock may run a little behind
-// the server's), or waiting for a phone that is offline or deleted. It
-// returns how many it considered and how many moved to another phone.
-func (db *DB) RerouteDeviceMessages(ctx context.Context, now time.Time, grace time.Duration, limit int) (considered, moved int, err error) {
+// SweepDeviceMessages acts, up to limit messages at a time, on the device
+// messages the routing rules (Routing.Sweep) say cannot stay as they are:
+// it moves those no device was handed whose phone went offline or was
+// deleted, and fails (message.failed) those a device took and never
+// reported on by their OutcomeUnknownAt. A message a device holds never
+// moves.
+func (db *DB) SweepDeviceMessages(ctx context.Context, now time.Time, limit int) (sb.DeviceSweep, error) {
 	lock := ""
 	if db.dialect == Postgres {
 		lock = " FOR UPDATE OF m SKIP LOCKED"
-	}
-	offline := db.routing.OfflineAfter
-	if offline <= 0 {
-		offline = sb.DefaultPhoneOfflineAfter
 	}
 	// Whether any device message is due at all, asked first on its own:
 	// the search below runs in a group-commit transaction, which holds
@@ -324,32 +341,47 @@ func (db *DB) RerouteDeviceMessages(ctx context.Context, now time.Time, grace ti
 	// Measured in the send bench with three nodes: 27 ms of PostgreSQL's
 	// CPU a call, for a table without a device message.
 	if n, err := db.queueCount(ctx, deviceDueProbe, sb.Micros(now)); err != nil || n == 0 {
-		return 0, 0, err
+		return sb.DeviceSweep{}, err
 	}
-	err = db.Write(ctx, func(tx *Tx) error {
-		considered, moved = 0, 0
-		rows, err := tx.query(ctx, `SELECT m.id, m.tenant_id, m.to_number, m.channel, m.phone_id, m.from_number, m.from_pinned
+	var sw sb.DeviceSweep
+	err := db.Write(ctx, func(tx *Tx) error {
+		sw = sb.DeviceSweep{}
+		// Held messages are due at their OutcomeUnknownAt; waiting ones
+		// whose phone is online are the device's to take, and are left out
+		// here (the routing rules decide again below).
+		rows, err := tx.query(ctx, `SELECT m.id, m.tenant_id, m.to_number, m.channel, m.phone_id, m.from_number, m.from_pinned,
+				m.device_id, m.valid_until, p.id, p.status, p.device_id, p.last_seen_at
 			FROM messages m LEFT JOIN phones p ON p.id = m.phone_id
-			WHERE m.device_due IS NOT NULL AND m.device_due <= ? AND m.status = 'queued' AND (
-				(m.device_id IS NOT NULL AND m.valid_until < ?)
-				OR (m.device_id IS NULL AND (p.id IS NULL OR p.status <> 'online' OR p.device_id IS NULL
-					OR p.last_seen_at IS NULL OR p.last_seen_at <= ?)))
+			WHERE m.device_due IS NOT NULL AND m.device_due <= ? AND m.status = 'queued' AND (m.device_id IS NOT NULL
+				OR p.id IS NULL OR p.status <> 'online' OR p.device_id IS NULL OR p.last_seen_at IS NULL OR p.last_seen_at <= ?)
 			ORDER BY m.device_due LIMIT ?`+lock,
-			sb.Micros(now), sb.Micros(now.Add(-grace)), sb.Micros(now.Add(-offline)), limit)
+			sb.Micros(now), sb.Micros(db.routing.SeenCutoff(now)), limit)
 		if err != nil {
 			return err
 		}
-		var todo []*routeRow
+		type row struct {
+			route *routeRow
+			q     sb.DeviceQueued
+		}
+		var todo []row
 		for rows.Next() {
 			var r routeRow
-			var phone sql.NullString
+			var phone, holder, pid, pstatus, pdevice sql.NullString
 			var pinned int
-			if err := rows.Scan(&r.id, &r.tenantID, &r.to, &r.channel, &phone, &r.from, &pinned); err != nil {
+			var valid, seen sql.NullInt64
+			if err := rows.Scan(&r.id, &r.tenantID, &r.to, &r.channel, &phone, &r.from, &pinned, &holder, &valid, &pid, &pstatus, &pdevice, &seen); err != nil {
 				rows.Close()
 				return err
 			}
 			r.phoneID, r.pinned = phone.String, pinned != 0
-			todo = append(todo, &r)
+			q := sb.DeviceQueued{Holder: holder.String, ValidUntil: sb.FromMicros(valid.Int64)}
+			if pid.Valid {
+				q.Phone = &sb.Phone{ID: pid.String, Kind: sb.PhoneAndroid, Status: pstatus.String, LastSeenAt: optTime(seen)}
+				if pdevice.Valid {
+					q.Phone.Device = &sb.Device{ID: pdevice.String}
+				}
+			}
+			todo = append(todo, row{&r, q})
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -357,16 +389,32 @@ func (db *DB) RerouteDeviceMessages(ctx context.Context, now time.Time, grace ti
 		}
 		cache := routeCache{}
 		for _, r := range todo {
-			ok, err := tx.reroute(ctx, r, now, cache, true)
-			if err != nil {
-				return err
-			}
-			considered++
-			if ok {
-				moved++
+			sw.Considered++
+			switch db.routing.Sweep(r.q, now) {
+			case sb.DeviceMove:
+				ok, err := tx.reroute(ctx, r.route, now, cache, true)
+				if err != nil {
+					return err
+				}
+				if ok {
+					sw.Moved++
+				}
+			case sb.DeviceOutcomeUnknown:
+				reason := sb.OutcomeUnknownReason(r.route.from, r.route.phoneID, r.q.ValidUntil)
+				if err := tx.finish(ctx, []sb.Outcome{{MessageID: r.route.id, FailureReason: reason, At: now}}); err != nil {
+					return err
+				}
+				sw.Unknown++
+			default:
+				if r.q.Holder != "" { // due by an earlier setting: due again when the rules say
+					if _, err := tx.exec(ctx, `UPDATE messages SET device_due = ? WHERE id = ?`,
+						sb.Micros(db.routing.OutcomeUnknownAt(r.q.ValidUntil)), r.route.id); err != nil {
+						return err
+					}
+				}
 			}
 		}
 		return nil
 	})
-	return considered, moved, err
+	return sw, err
 }

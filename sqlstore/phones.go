@@ -207,7 +207,7 @@ func (db *DB) UpdatePhone(ctx context.Context, tenantID, id string, patch sb.Pho
 // DeletePhone deletes one of the tenant's phones: its device's token and
 // inbound secret die with it, recipients that stuck to it are free to stick
 // to another, and its messages that no device holds are due at once for
-// the sweeper to move (see RerouteDeviceMessages). The queued messages of a
+// the sweeper to move (see SweepDeviceMessages). The queued messages of a
 // carrier phone fail: they were to go out from its number.
 func (db *DB) DeletePhone(ctx context.Context, tenantID, id string, now time.Time) error {
 	return db.Write(ctx, func(tx *Tx) error {

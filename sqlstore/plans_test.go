@@ -391,9 +391,9 @@ func TestDeviceSweepIdle(t *testing.T) {
 			}
 		}
 		commits, _ := db.BatchStats()
-		n, moved, err := db.RerouteDeviceMessages(ctx, time.Now(), time.Second, 500)
-		if err != nil || n != 0 || moved != 0 {
-			t.Fatalf("RerouteDeviceMessages = %d, %d, %v; want 0, 0, nil", n, moved, err)
+		sw, err := db.SweepDeviceMessages(ctx, time.Now(), 500)
+		if err != nil || sw != (sb.DeviceSweep{}) {
+			t.Fatalf("SweepDeviceMessages = %+v, %v; want nothing", sw, err)
 		}
 		if c, _ := db.BatchStats(); c != commits {
 			t.Errorf("%d group-commit transactions for a sweep with nothing due; want none", c-commits)

@@ -30,6 +30,8 @@ func phoneAgentCmd(ctx context.Context, args []string, getenv func(string) strin
 	name := f.string("name", "Switchboard phone-agent", "the device name")
 	failShare := f.float("fail-share", 0, "share of messages (0 to 1) that fail to send")
 	insecure := f.bool("insecure", false, "accept any TLS certificate (a self-signed one on a trial server)")
+	dropSent := f.bool("drop-sent", false, "never report Sent, as the app does when Android's sent broadcast reaches it without its uri (Processed and Delivered are reported)")
+	silentAfter := f.string("silent-after", "", "go silent (no request, no event stream) once a message is reported in this state, e.g. Processed: a phone whose data connection drops right after sending")
 	if _, err := f.parse(args); err != nil {
 		return err
 	}
@@ -39,6 +41,11 @@ func phoneAgentCmd(ctx context.Context, args []string, getenv func(string) strin
 	if *failShare < 0 || *failShare > 1 {
 		return errors.New("phone-agent: --fail-share must be between 0 and 1")
 	}
+	switch smsgateway.ProcessingState(*silentAfter) {
+	case "", smsgateway.ProcessingStateProcessed, smsgateway.ProcessingStateSent, smsgateway.ProcessingStateDelivered, smsgateway.ProcessingStateFailed:
+	default:
+		return fmt.Errorf("phone-agent: --silent-after must be Processed, Sent, Delivered or Failed, not %q", *silentAfter)
+	}
 	var mu sync.Mutex
 	out := json.NewEncoder(stdout)
 	print := func(v any) {
@@ -46,7 +53,7 @@ func phoneAgentCmd(ctx context.Context, args []string, getenv func(string) strin
 		defer mu.Unlock()
 		out.Encode(v)
 	}
-	opt := agent.Options{URL: *url, Name: *name, FailShare: *failShare,
+	opt := agent.Options{URL: *url, Name: *name, FailShare: *failShare, DropSent: *dropSent, SilentAfter: smsgateway.ProcessingState(*silentAfter),
 		OnMessage: func(m smsgateway.MobileMessage) {
 			text := ""
 			if m.TextMessage != nil {

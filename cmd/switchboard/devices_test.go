@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -358,15 +359,20 @@ func TestDeviceDelivery(t *testing.T) {
 			a, b, c := send(), send(), send()
 			take(a, b, c)
 			take(a, b, c) // taken, not reported on: handed again (the app deduplicates by id)
-			report(a, smsgateway.ProcessingStateProcessed, "", time.Now())
+			// Processed: handed to Android, which may have sent it already.
+			// (A time the phone gives is kept when it is after the message's
+			// creation and not ahead of the server's clock.)
+			created, _ := time.Parse(time.RFC3339Nano, msgGet(t, s, tn.Live, a)["created_at"].(string))
+			sentAt := created.Truncate(time.Millisecond).Add(2 * time.Millisecond)
+			eventually(t, 10*time.Second, "the clock to pass the report's time", func() bool { return time.Now().After(sentAt) })
+			report(a, smsgateway.ProcessingStateProcessed, "", sentAt)
 			take(b, c) // reported on: not again
-			if m := msgGet(t, s, tn.Live, a); m["status"] != "queued" {
-				t.Errorf("Processed: %v, want queued", m["status"])
-			}
-			sentAt := time.Now().Add(-time.Second).UTC().Truncate(time.Millisecond)
-			report(a, smsgateway.ProcessingStateSent, "", sentAt)
 			if m := msgGet(t, s, tn.Live, a); m["status"] != "sent" || m["sent_at"] != sentAt.Format("2006-01-02T15:04:05.999999Z") {
-				t.Errorf("Sent: %v %v, want sent at %v", m["status"], m["sent_at"], sentAt)
+				t.Errorf("Processed: %v %v, want sent at %v", m["status"], m["sent_at"], sentAt)
+			}
+			report(a, smsgateway.ProcessingStateSent, "", time.Now())
+			if m := msgGet(t, s, tn.Live, a); m["status"] != "sent" || m["sent_at"] != sentAt.Format("2006-01-02T15:04:05.999999Z") {
+				t.Errorf("Sent after Processed: %v %v, want sent at the Processed time %v", m["status"], m["sent_at"], sentAt)
 			}
 			report(a, smsgateway.ProcessingStateDelivered, "", time.Now())
 			m := msgGet(t, s, tn.Live, a)
@@ -523,39 +529,41 @@ func TestDeviceDelivery(t *testing.T) {
 	})
 }
 
-// TestDeviceValidUntilMovesMessages: a device that takes a message and
-// reports nothing by its validUntil loses it to another phone, which sends
-// it; the first never does (the app does not send after validUntil), and
-// its late reports change nothing.
+// TestDeviceValidUntilMovesMessages: a message moves to another phone only
+// with proof that it was not sent: its device never took it, or reported it
+// Failed with "TTL expired".
 func TestDeviceValidUntilMovesMessages(t *testing.T) {
 	t.Parallel()
 	runShared(t, devArgs, []sharedCase{
-		{"validUntil", func(t *testing.T, s *server, db string) {
+		{"a device that lost the hand-out fails it as TTL expired, and it moves", func(t *testing.T, s *server, db string) {
 			tn := msgTenant(t, db)
 			devOnlyAndroid(t, s, tn)
 			_, _, codeA := devPhone(t, s, tn.Live, nil)
 			idB, numberB, codeB := devPhone(t, s, tn.Live, nil)
-			a, _ := devAgent(t, s, codeA, agent.Options{Hold: true}, true)
+			var reg smsgateway.MobileRegisterResponse
+			devCall(t, s, "POST", "/device", "Code "+codeA, smsgateway.MobileRegisterRequest{}, &reg)
 			b := agentPairedOffline(t, s, tn, idB, codeB)
+			devCall(t, s, "GET", "/device", "Bearer "+reg.Token, nil, nil) // A is seen: online, B not
 			id := msgSend(t, s, tn.Live, map[string]any{"to": msgAwake(t), "body": "x"})["message_id"].(string)
-			devHeld(t, a, id)
-			devRun(t, b, true) // B comes online; A holds the message past its validUntil
+			// A's device takes it, and the answer never reaches the app.
+			var msgs smsgateway.MobileGetMessagesResponse
+			if devCall(t, s, "GET", "/message", "Bearer "+reg.Token, nil, &msgs); len(msgs) != 1 || msgs[0].ID != id {
+				t.Fatalf("A took %v", msgs)
+			}
+			validUntil := *msgs[0].ValidUntil
+			devRun(t, b, true)
+			eventually(t, 30*time.Second, "validUntil to pass", func() bool { return time.Now().After(validUntil) })
+			// The app asks again: it is handed the message with its first
+			// validUntil, does not know it, and fails it unsent.
+			a := agent.New(agent.Options{URL: devURL(s)}, reg.Id, reg.Token)
+			devRun(t, a, true)
 			m := msgWait(t, s, tn.Live, id, "delivered")
-			if m["from"] != numberB {
-				t.Errorf("delivered from %v, want the second phone %s", m["from"], numberB)
+			if m["from"] != numberB || a.SentCount(id) != 0 || b.SentCount(id) != 1 || a.State(id) != smsgateway.ProcessingStateFailed {
+				t.Errorf("delivered from %v; sent %d times by A (state %s) and %d by B; want from B, 0 and 1",
+					m["from"], a.SentCount(id), a.State(id), b.SentCount(id))
 			}
-			if a.SentCount(id) != 0 || b.SentCount(id) != 1 {
-				t.Errorf("sent %d times by the first phone and %d by the second, want 0 and 1", a.SentCount(id), b.SentCount(id))
-			}
-			// The first device's late report changes nothing.
-			failed := "TTL expired"
-			req := smsgateway.MobilePatchMessageRequest{{ID: id, State: smsgateway.ProcessingStateFailed,
-				Recipients: []smsgateway.RecipientState{{PhoneNumber: "x", State: smsgateway.ProcessingStateFailed, Error: &failed}}}}
-			if status := devCall(t, s, "PATCH", "/message", "Bearer "+a.Token, req, nil); status != 204 {
-				t.Errorf("late report: %d", status)
-			}
-			if m := msgGet(t, s, tn.Live, id); m["status"] != "delivered" {
-				t.Errorf("after the first device's late report: %v", m["status"])
+			if got := a.Held()[id].ValidUntil; got == nil || !got.Equal(validUntil) {
+				t.Errorf("handed again with validUntil %v, want the first %v", got, validUntil)
 			}
 		}},
 		{"a TTL expired report moves the message", func(t *testing.T, s *server, db string) {
@@ -605,12 +613,133 @@ func TestDeviceValidUntilMovesMessages(t *testing.T) {
 	})
 }
 
-// agentPairedOffline pairs a reference device with the phone id and waits
-// until the phone is offline (its device not running): it can then take
-// messages only once it runs.
-func agentPairedOffline(t testing.TB, s *server, tn tenant, id, code string) *agent.Agent {
+// devOutcomeArgs are devArgs with a message a device took and never
+// reported on failing 8 s after its validUntil and grace (3 s + 1.5 s).
+var devOutcomeArgs = append(slices.Clone(devArgs), "--device-outcome-after", "8s")
+
+// TestDeviceNeverSentTwice: a message a device took never goes out from
+// another phone, on SQLite and PostgreSQL (see devNeverSentTwice).
+func TestDeviceNeverSentTwice(t *testing.T) {
+	t.Parallel()
+	runShared(t, devOutcomeArgs, []sharedCase{
+		{"two phones", func(t *testing.T, s *server, db string) { devNeverSentTwice(t, db, s, s) }},
+	})
+}
+
+// TestDeviceNeverSentTwiceTwoNodes: the same with two nodes sharing
+// PostgreSQL, each sweeping: the phone that takes the messages is connected
+// to one node, the phone that must never get them to the other.
+func TestDeviceNeverSentTwiceTwoNodes(t *testing.T) {
+	t.Parallel()
+	db := postgresURL(t)
+	devNeverSentTwice(t, db, startServer(t, db, devOutcomeArgs...), startServer(t, db, devOutcomeArgs...))
+}
+
+// devNeverSentTwice plays two real phones' bad days beside a third phone
+// that is online and asks for messages all along, and must never be given
+// them. A reports Processed and loses its data connection at once (the
+// app's Sent and Delivered reports stay on the phone): its message is sent,
+// and stays A's past validUntil, its grace and --device-outcome-after; A's
+// late reports land when it is back. C takes a message and goes silent: it
+// is handed the message again, with its first validUntil, when it is back,
+// and as it never reports on it, the message fails as outcome unknown,
+// with message.failed. Phones A and C are served by node s1, B by s2.
+func devNeverSentTwice(t *testing.T, db string, s1, s2 *server) {
+	tn := msgTenant(t, db)
+	devOnlyAndroid(t, s1, tn)
+	rc := newHookReceiver(t, nil)
+	registerHook(t, s1, tn.Live, rc.URL, "message.failed")
+	idA, numberA, codeA := devPhone(t, s1, tn.Live, nil)
+	idB, _, codeB := devPhone(t, s1, tn.Live, nil)
+	idC, numberC, codeC := devPhone(t, s1, tn.Live, nil)
+	a, _ := devAgent(t, s1, codeA, agent.Options{SilentAfter: smsgateway.ProcessingStateProcessed}, true)
+	b := agentPairedOffline(t, s2, tn, idB, codeB)
+	c := agentPairedOffline(t, s1, tn, idC, codeC, agent.Options{Hold: true})
+
+	// A takes the first message, reports Processed and goes silent.
+	first := msgSend(t, s1, tn.Live, map[string]any{"to": msgAwake(t), "body": "first"})["message_id"].(string)
+	eventually(t, 30*time.Second, "A to report Processed and go silent", a.Silent)
+	m := msgGet(t, s1, tn.Live, first)
+	if m["status"] != "sent" || m["from"] != numberA || m["sent_at"] == nil {
+		t.Fatalf("reported Processed: %v, want sent from A", m)
+	}
+	sentAt := m["sent_at"]
+	eventually(t, 30*time.Second, "A to go offline", func() bool { return phoneGet(t, s1, tn.Live, idA)["status"] == "offline" })
+
+	// C takes the second and goes silent.
+	devRun(t, c, true)
+	eventually(t, 30*time.Second, "C online", func() bool { return phoneGet(t, s1, tn.Live, idC)["status"] == "online" })
+	second := msgSend(t, s1, tn.Live, map[string]any{"to": msgAwake(t), "body": "second"})["message_id"].(string)
+	validUntil := *devHeld(t, c, second).ValidUntil
+	c.SetSilent(true)
+
+	// B comes online and asks for messages all along.
+	devRun(t, b, true)
+	eventually(t, 30*time.Second, "B online", func() bool { return phoneGet(t, s2, tn.Live, idB)["status"] == "online" })
+
+	// Past validUntil and its grace, C is back: it is handed the second
+	// message again, with its first validUntil.
+	grace := 1500 * time.Millisecond
+	eventually(t, 30*time.Second, "validUntil and its grace to pass", func() bool { return time.Now().After(validUntil.Add(grace)) })
+	c.SetSilent(false)
+	eventually(t, 30*time.Second, "C to be handed the message again", func() bool { return len(c.Offers(second)) > 0 })
+	for _, v := range c.Offers(second) {
+		if !v.Equal(validUntil) {
+			t.Errorf("handed again with validUntil %v, want the first %v", v, validUntil)
+		}
+	}
+	// It never reports: the message fails as outcome unknown, naming C.
+	failed := msgWait(t, s1, tn.Live, second, "failed")
+	reason, _ := failed["failure_reason"].(string)
+	if !strings.HasPrefix(reason, "outcome unknown: ") || !strings.Contains(reason, numberC) || failed["error_code"] != "DELIVERY_FAILED" ||
+		failed["from"] != numberC || failed["sent_at"] != nil {
+		t.Errorf("the silent phone's message: %v", failed)
+	}
+	if at, _ := time.Parse(time.RFC3339Nano, failed["failed_at"].(string)); at.Before(validUntil.Add(grace + 8*time.Second)) {
+		t.Errorf("failed at %v, before validUntil %v + %v grace + 8s", at, validUntil, grace)
+	}
+	eventually(t, 30*time.Second, "message.failed", func() bool {
+		for _, r := range rc.requests() {
+			if p := r.payload(t); p["message_id"] == second {
+				return p["event"] == "message.failed" && p["failure_reason"] == reason && p["error_code"] == "DELIVERY_FAILED"
+			}
+		}
+		return false
+	})
+
+	// The first message's validUntil, grace and outcome wait are long
+	// past (it was taken before the second): it is still A's, sent.
+	if m := msgGet(t, s1, tn.Live, first); m["status"] != "sent" || m["from"] != numberA || m["sent_at"] != sentAt {
+		t.Errorf("the message A reported Processed: %v, want still sent from A at %v", m, sentAt)
+	}
+	for _, id := range []string{first, second} {
+		if _, ok := b.Held()[id]; ok {
+			t.Errorf("B was handed %s", id)
+		}
+	}
+	// A is back: its late reports land.
+	a.SetSilent(false)
+	m = msgWait(t, s1, tn.Live, first, "delivered")
+	if m["from"] != numberA || m["sent_at"] != sentAt {
+		t.Errorf("after A's late reports: %v, want delivered from A, sent at %v", m, sentAt)
+	}
+	if a.SentCount(first) != 1 || b.SentCount(first) != 0 || c.SentCount(second) != 0 || b.SentCount(second) != 0 {
+		t.Errorf("sent counts: first %d by A and %d by B, second %d by C and %d by B; want 1, 0, 0, 0",
+			a.SentCount(first), b.SentCount(first), c.SentCount(second), b.SentCount(second))
+	}
+}
+
+// agentPairedOffline pairs a reference device (with the options opt, if
+// given) with the phone id and waits until the phone is offline (its device
+// not running): it can then take messages only once it runs.
+func agentPairedOffline(t testing.TB, s *server, tn tenant, id, code string, opt ...agent.Options) *agent.Agent {
 	t.Helper()
-	a, err := agent.Pair(context.Background(), agent.Options{URL: devURL(s)}, code)
+	o := agent.Options{}
+	if len(opt) > 0 {
+		o = opt[0]
+	}
+	o.URL = devURL(s)
+	a, err := agent.Pair(context.Background(), o, code)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	publicURL := f.string("public-url", "", "the base URL devices reach this service at, e.g. https://sms.example.com (default: the scheme and host a device used)")
 	offlineAfter := f.duration("phone-offline-after", sb.DefaultPhoneOfflineAfter, "an android phone is offline once its device was not seen for this long")
 	providers := f.string("providers", "", "JSON file of the carrier links (SMPP binds, Twilio accounts); their secrets come from the environment variables it names (see docs/carriers.md)")
-	validFor := f.duration("device-valid-for", android.DefaultValidFor, "how long a message handed to an android phone stays valid there (its validUntil); one not reported on by then goes to another phone")
+	validFor := f.duration("device-valid-for", android.DefaultValidFor, "how long a message handed to an android phone stays valid there (its validUntil: the app does not send it after)")
+	outcomeAfter := f.duration("device-outcome-after", sb.DefaultOutcomeAfter, "a message an android phone took and never reported on fails (\"outcome unknown\") this long after its validUntil; it never goes to another phone, since it may have been sent")
 	dbMaxConns := f.int("db-max-conns", sqlstore.DefaultMaxConns, "PostgreSQL: the most connections this node opens (plus one for LISTEN and one for the heartbeat); the default lets five nodes share PostgreSQL's default max_connections=100")
 	dbWait := f.duration("db-wait", sqlstore.DefaultConnWait, "PostgreSQL: how long a request waits for a connection when all are busy before it answers 503 DATABASE_UNAVAILABLE")
 	redisTimeout := f.duration("redis-timeout", ratelimit.DefaultPrimaryTimeout, "with --redis-url: how long a rate-limit decision waits for Redis before the fallback (PostgreSQL, or memory on SQLite) decides instead")
@@ -59,6 +60,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if *redisTimeout <= 0 || *redisCooldown <= 0 {
 		return fmt.Errorf("--redis-timeout and --redis-cooldown must be more than 0")
 	}
+	if *validFor <= 0 || *outcomeAfter <= 0 {
+		return fmt.Errorf("--device-valid-for and --device-outcome-after must be more than 0")
+	}
 	if *dbWriters < 0 {
 		return fmt.Errorf("--db-writers must be 0 (adapt to the live nodes) or more, not %d", *dbWriters)
 	}
@@ -69,7 +73,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		RedisURL: *redisURL, ShutdownTimeout: *shutdown, AllowPrivateWebhooks: *allowPrivate, DeliveryLease: *lease,
 		HeartbeatInterval: *heartbeat, NodeDeadAfter: *deadAfter,
 		DebugAddr: *debugAddr, IdPSecret: *idpSecret, IdPJWKS: *idpJWKS, IdPIssuer: *idpIssuer, IdPAudience: *idpAudience,
-		TLSCert: *tlsCert, TLSKey: *tlsKey, PublicURL: *publicURL, PhoneOfflineAfter: *offlineAfter, DeviceValidFor: *validFor,
+		TLSCert: *tlsCert, TLSKey: *tlsKey, PublicURL: *publicURL, PhoneOfflineAfter: *offlineAfter, DeviceValidFor: *validFor, DeviceOutcomeAfter: *outcomeAfter,
 		ProvidersFile: *providers, Getenv: getenv, DBMaxConns: *dbMaxConns, DBConnWait: *dbWait, DBWriters: *dbWriters, RedisTimeout: *redisTimeout, RedisCooldown: *redisCooldown,
 		MaxConns: *maxConns, HeaderTimeout: *headerTimeout, IdleTimeout: *idleTimeout})
 }

@@ -11,6 +11,7 @@ type metrics struct {
 	handed   prometheus.Counter
 	reports  *prometheus.CounterVec
 	moved    prometheus.Counter
+	unknown  prometheus.Counter
 	inbound  prometheus.Counter
 	pairings *prometheus.CounterVec
 }
@@ -22,7 +23,9 @@ func newMetrics(reg prometheus.Registerer, st *streams) metrics {
 		reports: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_device_reports_total",
 			Help: "Message states reported by Android devices, by state (other: a state the protocol does not know)."}, []string{"state"}),
 		moved: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_device_messages_moved_total",
-			Help: "Device messages moved to another phone by the sweeper (validUntil passed without a report, or the phone went offline or was deleted)."}),
+			Help: "Device messages no device had taken that the sweeper moved to another phone (their phone went offline or was deleted)."}),
+		unknown: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_device_outcome_unknown_total",
+			Help: "Device messages failed as outcome unknown: their device took them and reported nothing until --device-outcome-after past their validUntil."}),
 		inbound: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_device_inbound_total",
 			Help: "Inbound texts stored from Android devices (repeated callbacks not counted)."}),
 		pairings: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_device_pairings_total",
@@ -31,7 +34,7 @@ func newMetrics(reg prometheus.Registerer, st *streams) metrics {
 	if reg != nil {
 		streams := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchboard_device_streams",
 			Help: "Phones whose device holds an event stream open on this node."}, func() float64 { return float64(st.count()) })
-		reg.MustRegister(m.handed, m.reports, m.moved, m.inbound, m.pairings, streams)
+		reg.MustRegister(m.handed, m.reports, m.moved, m.unknown, m.inbound, m.pairings, streams)
 	}
 	return m
 }

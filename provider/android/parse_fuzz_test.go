@@ -6,6 +6,7 @@ package android
 // values from it.
 
 import (
+	"cmp"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -66,7 +67,7 @@ func FuzzParseReports(f *testing.F) {
 		}
 		for i, it := range req {
 			r := reports[i]
-			if r.MessageID != it.ID || r.State != string(it.State) || !r.At.Equal(it.States[string(it.State)]) || !r.SentAt.Equal(it.States["Sent"]) {
+			if r.MessageID != it.ID || r.State != string(it.State) || !r.At.Equal(it.States[string(it.State)]) || !r.SentAt.Equal(cmp.Or(it.States["Processed"], it.States["Sent"])) {
 				t.Fatalf("report %d: %+v, client-go reads %+v", i, r, it)
 			}
 		}

@@ -10,11 +10,13 @@
 // objects, not Switchboard's envelope, and errors as {"message": ...}. The
 // messages themselves live in the store's device queue; this package moves
 // them between the store and the devices, keeps the phones' last-seen time,
-// wakes the devices, and runs the sweeper that moves messages away from
-// phones that went quiet (see sqlstore.RerouteDeviceMessages).
+// wakes the devices, and runs the sweeper that moves messages no device took
+// away from phones that went offline, and fails those a device took and
+// never reported on (see sqlstore.SweepDeviceMessages).
 package android
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,7 +43,7 @@ type Store interface {
 	TakeDeviceMessages(ctx context.Context, phoneID, deviceID string, lifo bool, now time.Time, validFor time.Duration) (msgs []*sb.Message, fresh int, next time.Time, err error)
 	ReportDeviceStates(ctx context.Context, phoneID, deviceID string, reports []sb.DeviceReport, now time.Time) error
 	DeviceWorkWaiting(ctx context.Context, phoneID, deviceID string, now time.Time) (bool, error)
-	RerouteDeviceMessages(ctx context.Context, now time.Time, grace time.Duration, limit int) (considered, moved int, err error)
+	SweepDeviceMessages(ctx context.Context, now time.Time, limit int) (sb.DeviceSweep, error)
 	Inbound(ctx context.Context, m *sb.Message) error
 	// PhoneWork tells every node that a phone's device has work;
 	// OnPhoneWork registers what to call when one has.
@@ -553,7 +555,8 @@ func parseReports(raw []byte) ([]sb.DeviceReport, error) {
 		if it.ID == "" || len(it.ID) > maxID {
 			return nil, sb.Errorf(sb.CodeValidation, "Every item needs the id of a message (at most %d characters).", maxID)
 		}
-		rep := sb.DeviceReport{MessageID: it.ID, State: it.State, At: it.States[it.State], SentAt: it.States[sb.DeviceSent]}
+		rep := sb.DeviceReport{MessageID: it.ID, State: it.State, At: it.States[it.State],
+			SentAt: cmp.Or(it.States[sb.DeviceProcessed], it.States[sb.DeviceSent])}
 		for _, rc := range it.Recipients {
 			if rc.Error != nil && *rc.Error != "" {
 				rep.Error = truncate(*rc.Error, maxError)
@@ -667,10 +670,11 @@ func parseInbound(raw []byte) (*inboundText, error) {
 }
 
 // Run runs the sweeper until ctx ends: every few seconds it moves the
-// messages of phones that went quiet (see sqlstore.RerouteDeviceMessages).
+// messages no device took away from phones that went offline, and fails
+// those a device took and never reported on (see
+// sqlstore.SweepDeviceMessages and sb.Routing.Sweep).
 func (s *Server) Run(ctx context.Context) {
 	every := min(2*time.Second, max(s.cfg.ValidFor/4, 100*time.Millisecond))
-	grace := min(time.Minute, s.cfg.ValidFor/2)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	defer s.pacing.stop()
@@ -682,18 +686,22 @@ func (s *Server) Run(ctx context.Context) {
 		}
 		for ctx.Err() == nil {
 			const batch = 500
-			n, moved, err := s.cfg.Store.RerouteDeviceMessages(ctx, s.cfg.Now().UTC(), grace, batch)
+			sw, err := s.cfg.Store.SweepDeviceMessages(ctx, s.cfg.Now().UTC(), batch)
 			if err != nil {
 				if ctx.Err() == nil {
-					s.cfg.Log.Error("moving device messages", "err", err)
+					s.cfg.Log.Error("sweeping device messages", "err", err)
 				}
 				break
 			}
-			if moved > 0 {
-				s.metrics.moved.Add(float64(moved))
-				s.cfg.Log.Info("device messages moved to another phone", "count", moved)
+			if sw.Moved > 0 {
+				s.metrics.moved.Add(float64(sw.Moved))
+				s.cfg.Log.Info("device messages moved to another phone", "count", sw.Moved)
 			}
-			if n < batch {
+			if sw.Unknown > 0 {
+				s.metrics.unknown.Add(float64(sw.Unknown))
+				s.cfg.Log.Warn("device messages failed: their phone took them and never reported whether it sent them", "count", sw.Unknown)
+			}
+			if sw.Considered < batch {
 				break
 			}
 		}

@@ -45,6 +45,14 @@ type Options struct {
 	// Hold makes the agent take messages and never send or report them:
 	// a phone that vanished with messages in hand.
 	Hold bool
+	// DropSent makes the radio's Sent go unheard, as the app's current
+	// release misses Android's sent broadcast when it lacks a uri extra:
+	// the agent reports Processed and then Delivered, never Sent.
+	DropSent bool
+	// SilentAfter, when set, makes the agent go silent (SetSilent) once it
+	// has reported this state of a message: a phone that loses its data
+	// connection right after, while its radio goes on.
+	SilentAfter smsgateway.ProcessingState
 	// FinalOnly reports only each message's final state (with the times
 	// of the others), one request per batch instead of three.
 	FinalOnly bool
@@ -75,6 +83,11 @@ type Agent struct {
 	events int
 	open   bool  // the event stream is open
 	err    error // why the stream last ended
+	// silent is set while the agent has no data connection: it makes no
+	// request, and its stream is closed (hangUp ends it).
+	silent bool
+	hangUp context.CancelFunc
+	speak  chan struct{} // closed when the agent speaks again
 	// unreported holds the messages whose last report failed: as the app
 	// does, the agent reports them again (before its next pull).
 	unreported map[string]bool
@@ -86,6 +99,9 @@ type held struct {
 	state smsgateway.ProcessingState
 	err   string
 	at    map[string]time.Time
+	// offers are the validUntils of the hand-outs of the message after
+	// the first (the server hands a message again until it hears of it).
+	offers []time.Time
 }
 
 // registerRequest is the app's DeviceRegisterRequest: client-go's
@@ -130,7 +146,39 @@ func New(opt Options, id, token string) *Agent {
 		opt.Order = "fifo"
 	}
 	opt.URL = strings.TrimSuffix(opt.URL, "/")
-	return &Agent{opt: opt, ID: id, Token: token, held: map[string]*held{}, unreported: map[string]bool{}}
+	return &Agent{opt: opt, ID: id, Token: token, held: map[string]*held{}, unreported: map[string]bool{}, speak: make(chan struct{})}
+}
+
+// ErrSilent is what a request of a silent agent fails with: it never
+// leaves the phone.
+var ErrSilent = errors.New("agent: no data connection (silent)")
+
+// SetSilent takes the agent's data connection away (true) or gives it back:
+// while silent it makes no request and its event stream is closed; its
+// radio goes on, and what it could not report it reports when it speaks
+// again, as the app does (Run opens the stream again, and pulls).
+func (a *Agent) SetSilent(silent bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.silent == silent {
+		return
+	}
+	a.silent = silent
+	if silent {
+		a.speak = make(chan struct{})
+		if a.hangUp != nil {
+			a.hangUp()
+		}
+	} else {
+		close(a.speak)
+	}
+}
+
+// Silent reports whether the agent is silent.
+func (a *Agent) Silent() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.silent
 }
 
 // StatusError is a non-2xx answer of the server.
@@ -143,6 +191,9 @@ func (e *StatusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Statu
 
 // call makes one request of the protocol, JSON both ways.
 func (a *Agent) call(ctx context.Context, method, path, auth string, body, out any, want ...int) error {
+	if a.Silent() {
+		return ErrSilent
+	}
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -225,10 +276,21 @@ func (a *Agent) Webhooks(ctx context.Context) ([]smsgateway.Webhook, error) {
 
 // Run holds the event stream open until ctx ends, pulling messages when it
 // opens and whenever the server says MessageEnqueued, and opening it again
-// after a failure. It returns an error only when the server refuses the
-// device (a 401: unpaired, replaced or deleted).
+// after a failure or once a silent agent speaks again. It returns an error
+// only when the server refuses the device (a 401: unpaired, replaced or
+// deleted).
 func (a *Agent) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
+		a.mu.Lock()
+		silent, speak := a.silent, a.speak
+		a.mu.Unlock()
+		if silent {
+			select {
+			case <-ctx.Done():
+			case <-speak:
+			}
+			continue
+		}
 		err := a.stream(ctx)
 		a.mu.Lock()
 		a.err = err
@@ -245,8 +307,18 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
-// stream holds one /events connection until it ends.
+// stream holds one /events connection until it ends, or the agent goes
+// silent.
 func (a *Agent) stream(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a.mu.Lock()
+	if a.silent {
+		a.mu.Unlock()
+		return ErrSilent
+	}
+	a.hangUp = cancel
+	a.mu.Unlock()
 	req, err := http.NewRequestWithContext(ctx, "GET", a.opt.URL+"/events", nil)
 	if err != nil {
 		return err
@@ -365,6 +437,7 @@ func (a *Agent) Pull(ctx context.Context) error {
 	a.mu.Lock()
 	for _, m := range msgs {
 		if h, ok := a.held[m.ID]; ok {
+			h.offers = append(h.offers, ptrTime(m.ValidUntil))
 			if h.state != "" {
 				again = append(again, m.ID)
 			}
@@ -391,10 +464,12 @@ func (a *Agent) Pull(ctx context.Context) error {
 	return a.send(ctx, fresh)
 }
 
-// send runs the radio for ids: each is processed, then sent (or fails to
-// be, for FailShare of them), then delivered, with its states reported as
-// it goes (FinalOnly: only the last). As the app does, a message whose
-// validUntil has passed is never sent: it fails with "TTL expired".
+// send runs the radio for ids: each is processed (handed to the radio),
+// then sent (or fails to be, for FailShare of them), then delivered, with
+// its states reported as it goes (FinalOnly: only the last; DropSent: never
+// Sent). As the app does, a message whose validUntil has passed is not
+// processed: it fails with "TTL expired"; once processed, it goes out
+// whatever its validUntil.
 func (a *Agent) send(ctx context.Context, ids []string) error {
 	const (
 		processed = smsgateway.ProcessingStateProcessed
@@ -409,25 +484,30 @@ func (a *Agent) send(ctx context.Context, ids []string) error {
 		a.mu.Lock()
 		for _, id := range ids {
 			h := a.held[id]
+			before := h.state
 			switch {
 			case h.state == failed || h.state == delivered:
-			case step != delivered && h.msg.ValidUntil != nil && now.After(*h.msg.ValidUntil):
+			case step == processed && h.msg.ValidUntil != nil && now.After(*h.msg.ValidUntil):
 				h.state, h.err = failed, "TTL expired"
 			case step == sent && chance(a.opt.FailShare):
 				h.state, h.err = failed, FailError
 			case step == sent:
 				h.sent++
-				h.state = sent
 				if a.opt.OnMessage != nil {
 					a.opt.OnMessage(h.msg)
+				}
+				if !a.opt.DropSent {
+					h.state = sent
 				}
 			default:
 				h.state = step
 			}
-			h.at[string(h.state)] = now
+			if h.state != before {
+				h.at[string(h.state)] = now
+			}
 		}
 		a.mu.Unlock()
-		if a.opt.FinalOnly && i < len(steps)-1 {
+		if (a.opt.FinalOnly && i < len(steps)-1) || (a.opt.DropSent && step == sent) {
 			continue
 		}
 		// The radio goes on whether the server hears of it or not: a report
@@ -442,22 +522,30 @@ func (a *Agent) send(ctx context.Context, ids []string) error {
 // report sends the current state of messages it holds (PATCH /message);
 // when that fails, they are reported again later.
 func (a *Agent) report(ctx context.Context, ids []string) error {
-	err := a.patch(ctx, ids)
+	states, err := a.patch(ctx, ids)
 	a.mu.Lock()
-	for _, id := range ids {
+	hangUp := false
+	for i, id := range ids {
 		if err != nil {
 			a.unreported[id] = true
 		} else {
 			delete(a.unreported, id)
+			hangUp = hangUp || (a.opt.SilentAfter != "" && states[i] == a.opt.SilentAfter)
 		}
 	}
 	a.mu.Unlock()
+	if hangUp {
+		a.SetSilent(true)
+	}
 	return err
 }
 
-func (a *Agent) patch(ctx context.Context, ids []string) error {
+// patch reports the current state of messages it holds, and returns the
+// state it reported of each.
+func (a *Agent) patch(ctx context.Context, ids []string) ([]smsgateway.ProcessingState, error) {
 	a.mu.Lock()
 	req := make(smsgateway.MobilePatchMessageRequest, 0, len(ids))
+	states := make([]smsgateway.ProcessingState, 0, len(ids))
 	for _, id := range ids {
 		h := a.held[id]
 		var errp *string
@@ -469,14 +557,15 @@ func (a *Agent) patch(ctx context.Context, ids []string) error {
 		for i, n := range h.msg.PhoneNumbers {
 			rec[i] = smsgateway.RecipientState{PhoneNumber: n, State: h.state, Error: errp}
 		}
-		states := make(map[string]time.Time, len(h.at))
+		at := make(map[string]time.Time, len(h.at))
 		for k, v := range h.at {
-			states[k] = v
+			at[k] = v
 		}
-		req = append(req, smsgateway.MobilePatchMessageItem{ID: id, State: h.state, Recipients: rec, States: states})
+		req = append(req, smsgateway.MobilePatchMessageItem{ID: id, State: h.state, Recipients: rec, States: at})
+		states = append(states, h.state)
 	}
 	a.mu.Unlock()
-	return a.call(ctx, "PATCH", "/message", "", req, nil, http.StatusNoContent)
+	return states, a.call(ctx, "PATCH", "/message", "", req, nil, http.StatusNoContent)
 }
 
 // Held returns the messages the device has taken, by id.
@@ -488,6 +577,35 @@ func (a *Agent) Held() map[string]smsgateway.MobileMessage {
 		out[id] = h.msg
 	}
 	return out
+}
+
+// Offers returns the validUntil of each hand-out of the message id after
+// the first.
+func (a *Agent) Offers(id string) []time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if h := a.held[id]; h != nil {
+		return append([]time.Time(nil), h.offers...)
+	}
+	return nil
+}
+
+// State returns the last state of the message id on the phone ("" before
+// its radio took it).
+func (a *Agent) State(id string) smsgateway.ProcessingState {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if h := a.held[id]; h != nil {
+		return h.state
+	}
+	return ""
+}
+
+func ptrTime(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
 }
 
 // SentCount returns how many times the radio sent the message id: 0 or 1,
