@@ -471,6 +471,52 @@ func TestDeviceDelivery(t *testing.T) {
 			}
 			msgSend(t, s, tn.Live, map[string]any{"to": from, "body": "still opted in"})
 		}},
+		{"the times of Android 5 and 6", func(t *testing.T, s *server, db string) {
+			// The app on Android 5 and 6 writes the zone as "+" and the raw
+			// offset's signed hours and minutes: New York +-5:00,
+			// Newfoundland +-3:-30. Its reports and inbound texts are taken.
+			tn := msgTenant(t, db)
+			devOnlyAndroid(t, s, tn)
+			_, _, code := devPhone(t, s, tn.Live, nil)
+			a, _ := devAgent(t, s, code, agent.Options{Hold: true}, false)
+			id := msgSend(t, s, tn.Live, map[string]any{"to": msgAwake(t), "body": "x"})["message_id"].(string)
+			if err := a.Pull(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			created, _ := time.Parse(time.RFC3339Nano, msgGet(t, s, tn.Live, id)["created_at"].(string))
+			at := created.Truncate(time.Millisecond).Add(2 * time.Millisecond)
+			eventually(t, 10*time.Second, "the clock to pass the report's time", func() bool { return time.Now().After(at) })
+			newYork := at.In(time.FixedZone("", -5*3600)).Format("2006-01-02T15:04:05.000") + "+-5:00"
+			newfoundland := at.Add(time.Millisecond).In(time.FixedZone("", -(3*3600+1800))).Format("2006-01-02T15:04:05.000") + "+-3:-30"
+			patch := []map[string]any{{"id": id, "state": "Sent",
+				"recipients": []map[string]any{{"phoneNumber": "x", "state": "Sent"}},
+				"states":     map[string]string{"Processed": newYork, "Sent": newfoundland}}}
+			if status := devCall(t, s, "PATCH", "/message", "Bearer "+a.Token, patch, nil); status != 204 {
+				t.Fatalf("PATCH /message with %s: %d", newYork, status)
+			}
+			if m := msgGet(t, s, tn.Live, id); m["status"] != "sent" || m["sent_at"] != at.UTC().Format("2006-01-02T15:04:05.999999Z") {
+				t.Errorf("reported with Android 5 times: %v sent at %v, want sent at %v", m["status"], m["sent_at"], at)
+			}
+			// An unreadable time is the time of receipt.
+			before := time.Now()
+			patch[0]["state"], patch[0]["states"] = "Delivered", map[string]any{"Delivered": "at teatime", "Processed": 5}
+			if status := devCall(t, s, "PATCH", "/message", "Bearer "+a.Token, patch, nil); status != 204 {
+				t.Fatalf("PATCH /message with unreadable times: %d", status)
+			}
+			m := msgGet(t, s, tn.Live, id)
+			delivered, _ := time.Parse(time.RFC3339Nano, m["delivered_at"].(string))
+			if m["status"] != "delivered" || delivered.Before(before.Add(-time.Second)) || delivered.After(time.Now().Add(time.Second)) {
+				t.Errorf("delivered with an unreadable time: %v at %v, want about %v", m["status"], m["delivered_at"], before)
+			}
+			// STOP from Newfoundland opts the sender out.
+			from := msgAwake(t)
+			ev := agent.Event{ID: "legacy-stop", Event: "sms:received", DeviceID: a.ID,
+				Payload: map[string]any{"messageId": "m1", "sender": from, "message": "STOP", "receivedAt": newfoundland}}
+			if err := a.Post(context.Background(), ev); err != nil {
+				t.Fatalf("inbound STOP with %s: %v", newfoundland, err)
+			}
+			msgWantErr(t, s.do(t, "POST", "/v1/messages", tn.Live, map[string]any{"to": from, "body": "x"}), 400, "RECIPIENT_OPTED_OUT", "")
+		}},
 		{"a phone goes offline", func(t *testing.T, s *server, db string) {
 			tn := msgTenant(t, db)
 			devOnlyAndroid(t, s, tn)

@@ -8,6 +8,7 @@ package android
 import (
 	"cmp"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,8 @@ func FuzzParseReports(f *testing.F) {
 		b, _ := json.Marshal(req)
 		f.Add(b)
 	}
-	for _, s := range []string{`[{"id":""}]`, `{"id":"x"}`, `[{"id":"x","states":{"Sent":"yesterday"}}]`, `null`, `[null]`, ``} {
+	for _, s := range []string{`[{"id":""}]`, `{"id":"x"}`, `[{"id":"x","states":{"Sent":"yesterday"}}]`, `null`, `[null]`, ``,
+		`[{"id":"x","state":"Processed","states":{"Processed":"2026-11-27T04:00:00.000+-5:00","Pending":5}}]`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
@@ -117,4 +119,128 @@ func FuzzParseRegister(f *testing.F) {
 			t.Fatalf("device name %q, client-go reads %q", got, *req.Name)
 		}
 	})
+}
+
+// legacyAppTime writes t as the app writes a date on Android 5 and 6, in a
+// zone of raw offset offset (extensions/GsonBuilder.kt): the wall-clock
+// time, then "+" and the offset's hours and minutes, each a Kotlin Int
+// division of the offset in milliseconds, padded to two characters.
+func legacyAppTime(t time.Time, offset time.Duration) string {
+	raw := int(offset / time.Millisecond)
+	zone := "Z"
+	if raw != 0 {
+		pad := func(n int) string {
+			s := strconv.Itoa(n)
+			if len(s) < 2 {
+				s = "0" + s
+			}
+			return s
+		}
+		zone = "+" + pad(raw/3600000) + ":" + pad(raw%3600000/60000)
+	}
+	return t.In(time.FixedZone("", int(offset/time.Second))).Format("2006-01-02T15:04:05.000") + zone
+}
+
+func TestParseSentTime(t *testing.T) {
+	at := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		in   string
+		want time.Time
+	}{
+		{"2026-11-27T04:00:00.000+-5:00", at},                      // New York on Android 5 and 6
+		{"2026-11-27T05:30:00.000+-3:-30", at},                     // Newfoundland
+		{"2026-11-27T14:30:00.000+05:30", at},                      // India: as RFC 3339
+		{"2026-11-27T09:00:00.000Z", at},                           // Greenwich
+		{"2026-11-26T23:00:00.000+-10:00", at},                     // Hawaii
+		{"2026-11-27T08:30:00.000+00:-30", at},                     // a raw offset of -30 minutes
+		{"2026-11-27T04:00:00.000-05:00", at},                      // Android 7 and later
+		{"2026-11-27T04:00:00-0500", at},                           // without colon or fraction
+		{"2026-11-27 04:00:00.123456789-05:00", at.Add(123456789)}, // a space, nanoseconds
+		{"2026-11-27T04:00-05:00", at},                             // no seconds
+		{"2026-11-27T14:00:00.000+5", at},                          // hours alone
+	} {
+		got, ok := parseSentTime(tt.in)
+		if !ok || !got.Equal(tt.want) {
+			t.Errorf("parseSentTime(%q) = %v, %v; want %v", tt.in, got, ok, tt.want)
+		}
+		if got := legacyAppTime(at, 0); got != "2026-11-27T09:00:00.000Z" {
+			t.Fatalf("legacyAppTime: %s", got)
+		}
+	}
+	for _, in := range []string{"", "yesterday", "2026-11-27", "2026-11-27T04:00:00.000", "2026-11-27T04:00:00.000+-19:00", "2026-11-27T04:00:00.000+-5:60", "2026-11-27T04:00:00.000+-5:", "2026-11-27T25:00:00Z", "2026-13-27T04:00:00Z",
+		"2026-11-27T04:00:00.000+--5:-00", "2026-11-27T04:00:00.000Zed", "2026-11-27T04:00:00.000++5:00"} {
+		if got, ok := parseSentTime(in); ok || !got.IsZero() {
+			t.Errorf("parseSentTime(%q) = %v, %v; want unreadable", in, got, ok)
+		}
+	}
+	// As the app writes them for New York and Newfoundland.
+	if got := legacyAppTime(at, -5*time.Hour); got != "2026-11-27T04:00:00.000+-5:00" {
+		t.Errorf("legacyAppTime(New York) = %s", got)
+	}
+	if got := legacyAppTime(at, -(3*time.Hour + 30*time.Minute)); got != "2026-11-27T05:30:00.000+-3:-30" {
+		t.Errorf("legacyAppTime(Newfoundland) = %s", got)
+	}
+}
+
+// FuzzParseSentTime: any string is read or refused without failing; what
+// Go reads as RFC 3339 is read the same; what the app writes on Android 5
+// and 6, in any zone, is read as the instant it wrote.
+func FuzzParseSentTime(f *testing.F) {
+	for _, s := range []string{"2026-11-27T04:00:00.000+-5:00", "2026-11-27T05:30:00.000+-3:-30", "2026-11-27T09:00:00Z", "x"} {
+		f.Add(s, int64(1_795_000_000_000), int16(-300))
+	}
+	f.Add("", int64(0), int16(0))
+	f.Add("2026-11-27T04:00:00.000+18:00", int64(-62_135_596_800_000), int16(1080))
+	f.Fuzz(func(t *testing.T, s string, ms int64, minutes int16) {
+		got, ok := parseSentTime(s)
+		if !ok && !got.IsZero() {
+			t.Fatalf("parseSentTime(%q) refused it with %v", s, got)
+		}
+		if want, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(s)); err == nil && (!ok || !got.Equal(want)) {
+			t.Fatalf("parseSentTime(%q) = %v, %v; Go's RFC 3339 reads %v", s, got, ok, want)
+		}
+		if ok {
+			if _, off := got.Zone(); off <= -24*3600 || off >= 24*3600 {
+				t.Fatalf("parseSentTime(%q): zone of %d s", s, off)
+			}
+		}
+		// The app's own dates, years 1 to 9999, zones within 18 hours.
+		const lo, hi = -62_135_596_800_000, 253_402_300_799_000
+		if ms < lo || ms > hi {
+			ms = lo + (ms%(hi-lo)+(hi-lo))%(hi-lo)
+		}
+		offset := time.Duration(int(minutes)%(18*60+1)) * time.Minute
+		at := time.UnixMilli(ms).UTC()
+		if at.In(time.FixedZone("", int(offset/time.Second))).Year() > 9999 || at.In(time.FixedZone("", int(offset/time.Second))).Year() < 1 {
+			return
+		}
+		in := legacyAppTime(at, offset)
+		if got, ok := parseSentTime(in); !ok || !got.Equal(at) {
+			t.Fatalf("parseSentTime(%q) = %v, %v; the app wrote %v", in, got, ok, at)
+		}
+	})
+}
+
+// TestParseReportsLegacyTimes: a report is never refused for its times:
+// Android 5 and 6's are read, an unreadable one is zero (the time of
+// receipt, for the store).
+func TestParseReportsLegacyTimes(t *testing.T) {
+	at := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	raw := `[{"id":"a","state":"Sent","recipients":[{"phoneNumber":"+15551234567","state":"Sent"}],
+		"states":{"Processed":"2026-11-27T05:30:00.000+-3:-30","Sent":"2026-11-27T04:00:01.000+-5:00"}},
+		{"id":"b","state":"Failed","states":{"Failed":"soon","Pending":12345,"Processed":null}}]`
+	reports, err := parseReports([]byte(raw))
+	if err != nil || len(reports) != 2 {
+		t.Fatalf("parseReports: %v %v", reports, err)
+	}
+	if r := reports[0]; !r.At.Equal(at.Add(time.Second)) || !r.SentAt.Equal(at) {
+		t.Errorf("report a: at %v, sent at %v; want %v and %v", r.At, r.SentAt, at.Add(time.Second), at)
+	}
+	if r := reports[1]; !r.At.IsZero() || !r.SentAt.IsZero() {
+		t.Errorf("report b: at %v, sent at %v; want zero times", r.At, r.SentAt)
+	}
+	text, err := parseInbound([]byte(`{"id":"e","event":"sms:received","payload":{"sender":"+15551234567","message":"STOP","receivedAt":"2026-11-27T05:30:00.000+-3:-30"}}`))
+	if err != nil || text == nil || text.Body != "STOP" {
+		t.Errorf("parseInbound with an Android 5 time: %+v %v", text, err)
+	}
 }

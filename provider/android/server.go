@@ -264,14 +264,6 @@ func (s *Server) seen(ctx context.Context, ph *sb.Phone, force bool) error {
 	return nil
 }
 
-// appTime formats a time as the app parses it (Gson's
-// yyyy-MM-dd'T'HH:mm:ss.SSSXXX).
-type appTime time.Time
-
-func (t appTime) MarshalJSON() ([]byte, error) {
-	return []byte(`"` + time.Time(t).UTC().Format("2006-01-02T15:04:05.000Z07:00") + `"`), nil
-}
-
 type simCard struct {
 	SlotIndex   int     `json:"slotIndex"`
 	SimNumber   int     `json:"simNumber"`
@@ -511,10 +503,10 @@ type recipientState struct {
 }
 
 type messagePatch struct {
-	ID         string               `json:"id"`
-	State      string               `json:"state"`
-	Recipients []recipientState     `json:"recipients"`
-	States     map[string]time.Time `json:"states"`
+	ID         string              `json:"id"`
+	State      string              `json:"state"`
+	Recipients []recipientState    `json:"recipients"`
+	States     map[string]sentTime `json:"states"`
 }
 
 // maxPatchItems bounds one PATCH /message.
@@ -555,8 +547,8 @@ func parseReports(raw []byte) ([]sb.DeviceReport, error) {
 		if it.ID == "" || len(it.ID) > maxID {
 			return nil, sb.Errorf(sb.CodeValidation, "Every item needs the id of a message (at most %d characters).", maxID)
 		}
-		rep := sb.DeviceReport{MessageID: it.ID, State: it.State, At: it.States[it.State],
-			SentAt: cmp.Or(it.States[sb.DeviceProcessed], it.States[sb.DeviceSent])}
+		rep := sb.DeviceReport{MessageID: it.ID, State: it.State, At: time.Time(it.States[it.State]),
+			SentAt: cmp.Or(time.Time(it.States[sb.DeviceProcessed]), time.Time(it.States[sb.DeviceSent]))}
 		for _, rc := range it.Recipients {
 			if rc.Error != nil && *rc.Error != "" {
 				rep.Error = truncate(*rc.Error, maxError)
@@ -585,12 +577,12 @@ type inboundEvent struct {
 
 // smsReceived is the payload of sms:received (SmsEventPayload.SmsReceived).
 type smsReceived struct {
-	MessageID  string    `json:"messageId"`
-	Sender     string    `json:"sender"`
-	Recipient  *string   `json:"recipient"`
-	SimNumber  *int      `json:"simNumber"`
-	Message    string    `json:"message"`
-	ReceivedAt time.Time `json:"receivedAt"`
+	MessageID  string   `json:"messageId"`
+	Sender     string   `json:"sender"`
+	Recipient  *string  `json:"recipient"`
+	SimNumber  *int     `json:"simNumber"`
+	Message    string   `json:"message"`
+	ReceivedAt sentTime `json:"receivedAt"`
 }
 
 // inbound stores a text the phone received: an ordinary inbound message of
