@@ -68,3 +68,32 @@ func Normalize(raw, like string) string {
 	}
 	return raw
 }
+
+// Limits of an alphanumeric sender id (GSM 03.40 allows 11 characters).
+const (
+	MinSenderID = 3
+	MaxSenderID = 11
+)
+
+// InboundSender returns the sender of a received text as stored, and
+// whether it is one: a number in E.164 (read with Normalize, in the
+// country of like), or an alphanumeric sender id or short code of
+// MinSenderID to MaxSenderID characters: ASCII letters, digits and inner
+// spaces ("AMAZON", "My Bank", "12345"). Anything else ("<script>",
+// "=HYPERLINK(...)", a 64-character string) is no sender Switchboard
+// stores.
+func InboundSender(raw, like string) (string, bool) {
+	s := Normalize(raw, like)
+	if Valid(s) {
+		return s, true
+	}
+	if len(s) < MinSenderID || len(s) > MaxSenderID || s[0] == ' ' || s[len(s)-1] == ' ' {
+		return "", false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == ' ') {
+			return "", false
+		}
+	}
+	return s, true
+}

@@ -116,3 +116,50 @@ func TestNormalize(t *testing.T) {
 		}
 	}
 }
+
+func TestInboundSender(t *testing.T) {
+	for _, c := range []struct{ raw, like, want string }{
+		{"+15551234567", "", "+15551234567"},
+		{" (415) 555-0100 ", "+14155550199", "+14155550100"}, // national, read in the phone's country
+		{"AMAZON", "+14155550199", "AMAZON"},
+		{"My Bank", "", "My Bank"},
+		{"12345", "+14155550199", "12345"}, // a short code
+		{"abc", "", "abc"},
+		{"ABCDEFGHIJK", "", "ABCDEFGHIJK"},
+	} {
+		if got, ok := InboundSender(c.raw, c.like); !ok || got != c.want {
+			t.Errorf("InboundSender(%q, %q) = %q, %v; want %q", c.raw, c.like, got, ok, c.want)
+		}
+	}
+	for _, raw := range []string{"", "ab", "ABCDEFGHIJKL", "<script>", "=HYPERLINK(", "+1", "-Bank", "My  Bank!", "Bänk", "a\tb", "+15551234567890123"} {
+		if got, ok := InboundSender(raw, "+14155550199"); ok || got != "" {
+			t.Errorf("InboundSender(%q) = %q, %v; want refused", raw, got, ok)
+		}
+	}
+}
+
+func FuzzInboundSender(f *testing.F) {
+	for _, s := range []string{"+15551234567", "AMAZON", "(415) 555-0100", "<script>", "12345", " a b "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		got, ok := InboundSender(raw, "+14155550199")
+		if !ok {
+			if got != "" {
+				t.Fatalf("refused %q, yet returned %q", raw, got)
+			}
+			return
+		}
+		if Valid(got) {
+			return
+		}
+		if len(got) < MinSenderID || len(got) > MaxSenderID || strings.TrimSpace(got) != got {
+			t.Fatalf("InboundSender(%q) = %q", raw, got)
+		}
+		for _, c := range got {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == ' ') {
+				t.Fatalf("InboundSender(%q) = %q", raw, got)
+			}
+		}
+	})
+}

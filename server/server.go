@@ -330,7 +330,7 @@ func Run(ctx context.Context, c Config) error {
 	reg.MustRegister(newStoreCollector(db, routing, log), newRedeliveryCollector(db, sim, log), newLimitsCollector(db))
 	observer := delivery.NewObserver(reg, log)
 	db.SetObserver(observer.Observe)
-	devices := android.New(android.Config{Store: db, Routing: routing, ValidFor: c.DeviceValidFor, PublicURL: c.PublicURL, Registry: reg, Log: log})
+	devices := android.New(android.Config{Store: db, Routing: routing, ValidFor: c.DeviceValidFor, PublicURL: c.PublicURL, Limiter: limiter, Registry: reg, Log: log})
 	if err := startupWarnings(ctx, log, db, c); err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -516,6 +517,92 @@ func TestDeviceDelivery(t *testing.T) {
 				t.Fatalf("inbound STOP with %s: %v", newfoundland, err)
 			}
 			msgWantErr(t, s.do(t, "POST", "/v1/messages", tn.Live, map[string]any{"to": from, "body": "x"}), 400, "RECIPIENT_OPTED_OUT", "")
+		}},
+		{"callbacks that cannot be used, and too many", func(t *testing.T, s *server, db string) {
+			tn := msgTenant(t, db)
+			devOnlyAndroid(t, s, tn)
+			_, _, code := devPhone(t, s, tn.Live, nil)
+			a, _ := devAgent(t, s, code, agent.Options{}, false)
+			hooks, err := a.Webhooks(context.Background())
+			if err != nil || len(hooks) != 1 {
+				t.Fatalf("webhooks: %v %v", hooks, err)
+			}
+			post := func(body string) *http.Response {
+				t.Helper()
+				res, err := devClient.Post(hooks[0].URL, "application/json", strings.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				return res
+			}
+			inbound := func() int { return len(msgList(t, s, tn.Live, "direction=inbound&limit=100").List()) }
+			before := scrapeSeries(t, s.URL)
+			// Answered 204 so that the app stops retrying, stored nowhere,
+			// counted by reason.
+			for reason, body := range map[string]string{
+				"empty_text": `{"id":"e1","event":"sms:received","payload":{"sender":"+15551234567","message":"  "}}`,
+				"bad_sender": `{"id":"e2","event":"sms:received","payload":{"sender":"` + strings.Repeat("9", 64) + `","message":"hi"}}`,
+				"no_id":      `{"event":"sms:received","payload":{"sender":"+15551234567","message":"hi"}}`,
+				"malformed":  `{"id":"e4","event":"sms:received","payload":"hi"}`,
+			} {
+				if res := post(body); res.StatusCode != 204 {
+					t.Errorf("%s: %d, want 204", reason, res.StatusCode)
+				}
+			}
+			for _, sender := range []string{"<script>alert(1)</script>", "=HYPERLINK(\"http://x\")", "ab"} {
+				body, _ := json.Marshal(agent.Event{ID: "s" + sender, Event: "sms:received", Payload: map[string]any{"sender": sender, "message": "hi"}})
+				if res := post(string(body)); res.StatusCode != 204 {
+					t.Errorf("sender %q: %d, want 204", sender, res.StatusCode)
+				}
+			}
+			if n := inbound(); n != 0 {
+				t.Fatalf("%d inbound messages stored from unusable callbacks", n)
+			}
+			after := scrapeSeries(t, s.URL)
+			for reason, want := range map[string]float64{"empty_text": 1, "bad_sender": 4, "no_id": 1, "malformed": 1} {
+				series := `switchboard_device_inbound_dropped_total{reason="` + reason + `"}`
+				if got := after[series] - before[series]; got != want {
+					t.Errorf("%s: %v more, want %v", series, got, want)
+				}
+			}
+			// An alphanumeric sender id is kept as it is.
+			if _, err := a.Inbound(context.Background(), "AMAZON", "Your parcel"); err != nil {
+				t.Fatal(err)
+			}
+			if l := msgList(t, s, tn.Live, "direction=inbound").List(); len(l) != 1 || l[0]["from"] != "AMAZON" {
+				t.Fatalf("inbound from AMAZON: %v", l)
+			}
+			// 60 callbacks a minute per phone, with a burst of 60 (the 7
+			// unusable ones and AMAZON's count): then 429 with Retry-After
+			// (the app tries again later).
+			start := time.Now()
+			counted, stored := 8, 1
+			var limited *http.Response
+			for i := 0; limited == nil && i < 500; i++ {
+				body, _ := json.Marshal(agent.Event{ID: fmt.Sprintf("burst-%d", i), Event: "sms:received",
+					Payload: map[string]any{"sender": "+15551234567", "message": "hi"}})
+				switch res := post(string(body)); res.StatusCode {
+				case 204:
+					counted++
+					stored++
+				case 429:
+					limited = res
+				default:
+					t.Fatalf("text %d: %d", i, res.StatusCode)
+				}
+			}
+			elapsed := time.Since(start)
+			if limited == nil || limited.Header.Get("Retry-After") == "" {
+				t.Fatalf("no 429 with Retry-After after %d callbacks", counted)
+			}
+			if max := 60 + int(elapsed/time.Second) + 1; counted < 60 || counted > max {
+				t.Errorf("%d callbacks taken before the 429 in %v, want 60 to %d", counted, elapsed, max)
+			}
+			if n := inbound(); n != stored {
+				t.Errorf("%d inbound messages stored, want %d", n, stored)
+			}
 		}},
 		{"a phone goes offline", func(t *testing.T, s *server, db string) {
 			tn := msgTenant(t, db)

@@ -8,12 +8,16 @@ import (
 
 // metrics are the Prometheus metrics of the device protocol, on this node.
 type metrics struct {
-	handed   prometheus.Counter
-	reports  *prometheus.CounterVec
-	moved    prometheus.Counter
-	unknown  prometheus.Counter
-	inbound  prometheus.Counter
-	pairings *prometheus.CounterVec
+	handed  prometheus.Counter
+	reports *prometheus.CounterVec
+	moved   prometheus.Counter
+	unknown prometheus.Counter
+	inbound prometheus.Counter
+	// inboundDropped counts the callbacks answered 204 without storing
+	// anything, by reason; inboundLimited those answered 429.
+	inboundDropped *prometheus.CounterVec
+	inboundLimited prometheus.Counter
+	pairings       *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, st *streams) metrics {
@@ -28,13 +32,20 @@ func newMetrics(reg prometheus.Registerer, st *streams) metrics {
 			Help: "Device messages failed as outcome unknown: their device took them and reported nothing until --device-outcome-after past their validUntil."}),
 		inbound: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_device_inbound_total",
 			Help: "Inbound texts stored from Android devices (repeated callbacks not counted)."}),
+		inboundDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_device_inbound_dropped_total",
+			Help: "Inbound callbacks of Android devices answered 204 and not stored, by reason: malformed, no_id, empty_text, bad_sender."}, []string{"reason"}),
+		inboundLimited: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_device_inbound_limited_total",
+			Help: "Inbound callbacks of Android devices answered 429: the phone posted more than 60 texts a minute (the app retries them)."}),
 		pairings: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_device_pairings_total",
 			Help: "Pairing attempts by result: paired, refused (a wrong, used or expired code) or limited (too many attempts)."}, []string{"result"}),
+	}
+	for _, reason := range []string{dropMalformed, dropNoID, dropEmpty, dropSender} {
+		m.inboundDropped.WithLabelValues(reason)
 	}
 	if reg != nil {
 		streams := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchboard_device_streams",
 			Help: "Phones whose device holds an event stream open on this node."}, func() float64 { return float64(st.count()) })
-		reg.MustRegister(m.handed, m.reports, m.moved, m.unknown, m.inbound, m.pairings, streams)
+		reg.MustRegister(m.handed, m.reports, m.moved, m.unknown, m.inbound, m.inboundDropped, m.inboundLimited, m.pairings, streams)
 	}
 	return m
 }

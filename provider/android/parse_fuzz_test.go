@@ -16,6 +16,7 @@ import (
 
 	"github.com/android-sms-gateway/client-go/smsgateway"
 
+	"github.com/switchboard/switchboard/phonenum"
 	"github.com/switchboard/switchboard/provider/android/agent"
 )
 
@@ -82,18 +83,30 @@ func FuzzParseInbound(f *testing.F) {
 			Payload: map[string]any{"messageId": "m", "sender": "+15551234567", "message": "STOP", "receivedAt": "2026-11-23T12:00:00.000+01:00"}},
 		{ID: "ev2", Event: "sms:sent", Payload: map[string]any{"messageId": "m"}},
 		{ID: "", Event: "sms:received", Payload: map[string]any{"sender": "x", "message": "y"}},
+		{ID: "ev3", Event: "sms:received", Payload: map[string]any{"sender": "(415) 555-0100", "message": "hi", "receivedAt": "2026-11-27T04:00:00.000+-5:00"}},
+		{ID: "ev4", Event: "sms:received", Payload: map[string]any{"sender": "=HYPERLINK(\"x\")", "message": "hi"}},
 	} {
 		b, _ := json.Marshal(ev)
 		f.Add(b)
 	}
 	f.Add([]byte(`{"event":"sms:received","id":"x","payload":"nope"}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		text, err := parseInbound(raw)
-		if err != nil || text == nil {
+		text, drop := parseInboundBody(raw, "+14155550199")
+		switch {
+		case drop != "" && text != nil:
+			t.Fatalf("dropped (%s) and accepted %+v", drop, text)
+		case drop != "":
+			for _, r := range []string{dropMalformed, dropNoID, dropEmpty, dropSender} {
+				if drop == r {
+					return
+				}
+			}
+			t.Fatalf("unknown reason %q", drop)
+		case text == nil:
 			return
 		}
-		if text.EventID == "" || len(text.EventID) > maxID || strings.TrimSpace(text.Sender) == "" || len(text.Sender) > 64 ||
-			text.Body == "" || utf8.RuneCountInString(text.Body) > maxInboundBody {
+		if _, ok := phonenum.InboundSender(text.Sender, ""); !ok || text.EventID == "" || len(text.EventID) > maxID ||
+			strings.TrimSpace(text.Body) == "" || utf8.RuneCountInString(text.Body) > maxInboundBody {
 			t.Fatalf("accepted %+v from %q", text, raw)
 		}
 	})
@@ -239,8 +252,8 @@ func TestParseReportsLegacyTimes(t *testing.T) {
 	if r := reports[1]; !r.At.IsZero() || !r.SentAt.IsZero() {
 		t.Errorf("report b: at %v, sent at %v; want zero times", r.At, r.SentAt)
 	}
-	text, err := parseInbound([]byte(`{"id":"e","event":"sms:received","payload":{"sender":"+15551234567","message":"STOP","receivedAt":"2026-11-27T05:30:00.000+-3:-30"}}`))
-	if err != nil || text == nil || text.Body != "STOP" {
-		t.Errorf("parseInbound with an Android 5 time: %+v %v", text, err)
+	text, drop := parseInboundBody([]byte(`{"id":"e","event":"sms:received","payload":{"sender":"+15551234567","message":"STOP","receivedAt":"2026-11-27T05:30:00.000+-3:-30"}}`), "")
+	if drop != "" || text == nil || text.Body != "STOP" {
+		t.Errorf("parseInbound with an Android 5 time: %+v %v", text, drop)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/phonenum"
+	"github.com/switchboard/switchboard/ratelimit"
 )
 
 // Store is what the device protocol needs from storage.
@@ -63,6 +65,9 @@ type Config struct {
 	// the device used.
 	PublicURL string
 	Now       func() time.Time
+	// Limiter counts the inbound texts of each phone (InboundPerMinute);
+	// nil: one of this process.
+	Limiter ratelimit.Limiter
 	// Registry, when set, gets the protocol's metrics.
 	Registry prometheus.Registerer
 	// Log receives the protocol's log lines (default slog.Default()).
@@ -113,6 +118,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
+	}
+	if cfg.Limiter == nil {
+		cfg.Limiter = ratelimit.NewMemory(nil)
 	}
 	cfg.PublicURL = strings.TrimSuffix(cfg.PublicURL, "/")
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), touched: map[string]time.Time{}, closing: make(chan struct{}),
@@ -589,21 +597,27 @@ type smsReceived struct {
 // the phone's tenant (live), with STOP/START and message.received. The
 // secret in the URL names the phone; a wrong one stores nothing. The app
 // retries a callback until it gets a 2xx, so a repeated event id stores
-// nothing new.
+// nothing new, and a callback Switchboard cannot use (see parseInbound) is
+// answered 204, logged and counted, so that the app stops retrying it. A
+// phone that posts more than InboundPerMinute texts a minute is answered
+// 429: the app tries again later.
 func (s *Server) inbound(w http.ResponseWriter, r *http.Request) {
 	ph, err := s.cfg.Store.PhoneByInboundSecret(r.Context(), r.PathValue("secret"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	raw, err := readBody(w, r)
-	if err != nil {
-		s.fail(w, r, err)
+	if wait, ok := s.allowInbound(r.Context(), ph); !ok {
+		s.metrics.inboundLimited.Inc()
+		w.Header().Set("Retry-After", wait)
+		writeError(w, http.StatusTooManyRequests, "Too many inbound texts from this phone. Try again later.")
 		return
 	}
-	text, err := parseInbound(raw)
-	if err != nil {
-		s.fail(w, r, err)
+	text, drop := parseInbound(w, r, ph.Number)
+	if drop != "" {
+		s.metrics.inboundDropped.WithLabelValues(drop).Inc()
+		s.cfg.Log.Warn("inbound callback dropped: nothing Switchboard can store", "tenant_id", ph.TenantID, "phone_id", ph.ID, "reason", drop)
+		w.WriteHeader(http.StatusNoContent)
 		return
 	}
 	if text == nil {
@@ -611,7 +625,7 @@ func (s *Server) inbound(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.cfg.Now().UTC().Truncate(time.Microsecond)
-	m := &sb.Message{ID: sb.NewID(), TenantID: ph.TenantID, Env: sb.Live, Direction: sb.Inbound, From: phonenum.Normalize(text.Sender, ph.Number),
+	m := &sb.Message{ID: sb.NewID(), TenantID: ph.TenantID, Env: sb.Live, Direction: sb.Inbound, From: text.Sender,
 		To: ph.Number, Body: text.Body, Channel: sb.ChannelSMS, Status: sb.StatusReceived, PhoneID: ph.ID,
 		PhoneKind: ph.Kind, ExternalID: text.EventID, CreatedAt: now}
 	err = s.cfg.Store.Inbound(r.Context(), m)
@@ -627,6 +641,21 @@ func (s *Server) inbound(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// InboundPerMinute is how many inbound texts a phone may post a minute
+// (with a burst of as many), across the nodes that share the rate limits.
+const InboundPerMinute = 60
+
+// allowInbound counts an inbound callback of ph against InboundPerMinute;
+// when it is refused it returns the Retry-After value. A limiter that
+// fails lets the text in: nothing the phone received is lost for it.
+func (s *Server) allowInbound(ctx context.Context, ph *sb.Phone) (string, bool) {
+	d, err := s.cfg.Limiter.Allow(ctx, "device-inbound:"+ph.ID, InboundPerMinute, time.Minute)
+	if err != nil || d.Allowed {
+		return "", true
+	}
+	return strconv.Itoa(d.RetryAfterSeconds()), false
+}
+
 // inboundText is an sms:received callback, checked.
 type inboundText struct {
 	EventID, Sender, Body string
@@ -636,29 +665,50 @@ type inboundText struct {
 // long text of many parts is joined by the phone.
 const maxInboundBody = 10 * sb.MaxBodyLength
 
-// parseInbound reads the body the app posts to a webhook; it returns nil
-// for an event other than sms:received.
-func parseInbound(raw []byte) (*inboundText, error) {
+// Why an inbound callback is dropped (the reason label of
+// switchboard_device_inbound_dropped_total).
+const (
+	dropMalformed = "malformed"  // not the app's webhook body, or larger than maxBody
+	dropNoID      = "no_id"      // no event id, or a longer one than maxID
+	dropEmpty     = "empty_text" // an sms:received without text
+	dropSender    = "bad_sender" // neither a number nor an alphanumeric sender id
+)
+
+// parseInbound reads the body the app posts to a webhook of the phone
+// numbered like. It returns nil, "" for an event other than sms:received;
+// the text, with its sender in E.164 (read in the country of like) or an
+// alphanumeric sender id (phonenum.InboundSender); or, for a callback
+// Switchboard cannot use, the reason it drops it.
+func parseInbound(w http.ResponseWriter, r *http.Request, like string) (*inboundText, string) {
+	raw, err := readBody(w, r)
+	if err != nil {
+		return nil, dropMalformed
+	}
+	return parseInboundBody(raw, like)
+}
+
+func parseInboundBody(raw []byte, like string) (*inboundText, string) {
 	var ev inboundEvent
-	if err := unmarshal(raw, &ev); err != nil {
-		return nil, err
+	if json.Unmarshal(raw, &ev) != nil {
+		return nil, dropMalformed
 	}
 	if ev.Event != "sms:received" {
-		return nil, nil
+		return nil, ""
 	}
 	var p smsReceived
-	if err := json.Unmarshal(ev.Payload, &p); err != nil {
-		return nil, sb.Errorf(sb.CodeValidation, "The sms:received payload is not valid: %v.", err)
+	if json.Unmarshal(ev.Payload, &p) != nil {
+		return nil, dropMalformed
 	}
+	sender, ok := phonenum.InboundSender(p.Sender, like)
 	switch {
 	case ev.ID == "" || len(ev.ID) > maxID:
-		return nil, sb.Errorf(sb.CodeValidation, "The event needs an id of at most %d characters.", maxID)
-	case strings.TrimSpace(p.Sender) == "" || len(p.Sender) > 64:
-		return nil, sb.Errorf(sb.CodeValidation, "The text needs a sender of at most 64 characters.")
-	case p.Message == "":
-		return nil, sb.Errorf(sb.CodeValidation, "The text is empty.")
+		return nil, dropNoID
+	case strings.TrimSpace(p.Message) == "":
+		return nil, dropEmpty
+	case !ok:
+		return nil, dropSender
 	}
-	return &inboundText{EventID: ev.ID, Sender: strings.TrimSpace(p.Sender), Body: truncate(p.Message, maxInboundBody)}, nil
+	return &inboundText{EventID: ev.ID, Sender: sender, Body: truncate(p.Message, maxInboundBody)}, ""
 }
 
 // Run runs the sweeper until ctx ends: every few seconds it moves the
