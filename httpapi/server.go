@@ -249,6 +249,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.cfg.Metrics.observe(route, rw.status, elapsed)
 		s.logRequest(r, rw, id, route, elapsed)
 	}()
+	if strings.HasPrefix(r.URL.Path, DevicePrefix) && strings.Contains(r.URL.Path, "//") {
+		// An API URL typed into the app with a trailing slash makes its
+		// calls /api/mobile/v1//device: served as they are meant, where
+		// the mux would redirect them (and the app's POST would come back
+		// a GET).
+		for strings.Contains(r.URL.Path, "//") {
+			r.URL.Path = strings.ReplaceAll(r.URL.Path, "//", "/")
+		}
+		r.URL.RawPath = ""
+	}
 	s.mux.ServeHTTP(rw, r)
 	if rw.hijacked {
 		rw.routed = true

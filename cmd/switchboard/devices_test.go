@@ -215,6 +215,37 @@ func TestDevicePairing(t *testing.T) {
 				t.Errorf("expired code: %d, want 401", status)
 			}
 		}},
+		{"re-pairing from the app's private token, at a URL typed with a trailing slash", func(t *testing.T, s *server, db string) {
+			tn := msgTenant(t, db)
+			devOnlyAndroid(t, s, tn)
+			id, number, code := devPhone(t, s, tn.Live, nil)
+			first, _ := devAgent(t, s, code, agent.Options{}, false)
+			// The app registers again without a sign-in: Bearer <code>,
+			// where the person typed https://HOST/api/mobile/v1/.
+			slash := devURL(s) + "/"
+			if status := devCall(t, s, "POST", "//device", "Bearer 00000000", smsgateway.MobileRegisterRequest{}, nil); status != 401 {
+				t.Errorf("a wrong code as Bearer at //device: %d, want 401", status)
+			}
+			fresh := s.do(t, "POST", "/v1/phones/"+id+"/pairing", tn.Live, nil).Data()["code"].(string)
+			a, err := agent.Pair(context.Background(), agent.Options{URL: slash, PairWithBearer: true}, fresh)
+			if err != nil {
+				t.Fatalf("pairing with Bearer <code> at %s: %v", slash, err)
+			}
+			devRun(t, a, true)
+			if _, err := first.Device(context.Background()); !isStatus(err, 401) {
+				t.Errorf("the device replaced by the Bearer pairing: %v, want 401", err)
+			}
+			eventually(t, 30*time.Second, "the stream at "+slash, a.Connected)
+			to := msgAwake(t)
+			mid := msgSend(t, s, tn.Live, map[string]any{"to": to, "body": "hi"})["message_id"].(string)
+			if m := msgWait(t, s, tn.Live, mid, "delivered"); m["from"] != number || a.SentCount(mid) != 1 {
+				t.Errorf("delivered through the slashed URL: %v, sent %d times", m, a.SentCount(mid))
+			}
+			if _, err := a.Inbound(context.Background(), to, "STOP"); err != nil {
+				t.Fatal(err)
+			}
+			msgWantErr(t, s.do(t, "POST", "/v1/messages", tn.Live, map[string]any{"to": to, "body": "x"}), 400, "RECIPIENT_OPTED_OUT", "")
+		}},
 		{"re-pairing and deleting lock the old device out", func(t *testing.T, s *server, db string) {
 			tn := msgTenant(t, db)
 			id, _, code := devPhone(t, s, tn.Live, nil)

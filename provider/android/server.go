@@ -297,11 +297,12 @@ type registerResponse struct {
 const maxDeviceName = 128
 
 // register pairs a device by one-time code: POST /device with
-// Authorization: Code <code>.
+// Authorization: Code <code>, or Bearer <code> (what the app sends from its
+// "Private Token" setting when it registers again without a sign-in).
 func (s *Server) register(w http.ResponseWriter, r *http.Request) {
-	code := authorization(r, "Code")
+	code := cmp.Or(authorization(r, "Code"), authorization(r, "Bearer"))
 	if code == "" {
-		writeError(w, http.StatusUnauthorized, "A pairing code is required: Authorization: Code <code>.")
+		writeError(w, http.StatusUnauthorized, "A pairing code is required: Authorization: Code <code> (or Bearer <code>).")
 		return
 	}
 	now := s.cfg.Now()

@@ -32,7 +32,8 @@ import (
 
 // Options configure an Agent.
 type Options struct {
-	// URL is the server's device API, e.g. https://host/api/mobile/v1.
+	// URL is the server's device API, e.g. https://host/api/mobile/v1. As
+	// in the app, a trailing slash is kept (requests go to .../v1//device).
 	URL string
 	// Name is the device name sent when pairing.
 	Name string
@@ -56,6 +57,10 @@ type Options struct {
 	// FinalOnly reports only each message's final state (with the times
 	// of the others), one request per batch instead of three.
 	FinalOnly bool
+	// PairWithBearer makes Pair send the code as the app does from its
+	// "Private Token" setting (Authorization: Bearer <code>) rather than
+	// from its sign-in dialog (Code <code>).
+	PairWithBearer bool
 	// Order is the processing order asked for: "fifo" (default) or "lifo".
 	Order string
 	// OnEvent, when set, is called as each event of the stream arrives.
@@ -130,7 +135,11 @@ func Pair(ctx context.Context, opt Options, code string) (*Agent, error) {
 	req := registerRequest{MobileRegisterRequest: smsgateway.MobileRegisterRequest{Name: &name},
 		SimCards: []simCard{{SlotIndex: 0, SimNumber: 1, CarrierName: &carrier}}}
 	var resp smsgateway.MobileRegisterResponse
-	if err := a.call(ctx, "POST", "/device", "Code "+code, req, &resp, http.StatusCreated); err != nil {
+	scheme := "Code "
+	if opt.PairWithBearer {
+		scheme = "Bearer "
+	}
+	if err := a.call(ctx, "POST", "/device", scheme+code, req, &resp, http.StatusCreated); err != nil {
 		return nil, fmt.Errorf("pairing: %w", err)
 	}
 	a.ID, a.Token, a.Login = resp.Id, resp.Token, resp.Login
@@ -145,7 +154,6 @@ func New(opt Options, id, token string) *Agent {
 	if opt.Order == "" {
 		opt.Order = "fifo"
 	}
-	opt.URL = strings.TrimSuffix(opt.URL, "/")
 	return &Agent{opt: opt, ID: id, Token: token, held: map[string]*held{}, unreported: map[string]bool{}, speak: make(chan struct{})}
 }
 
