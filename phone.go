@@ -93,6 +93,10 @@ type Device struct {
 	ID       string
 	Name     string
 	PairedAt time.Time
+	// PushToken is set while the device's app has a Google push token: its
+	// notification channel is Auto, and it relies on push (which a private
+	// server cannot send) instead of holding the event stream open.
+	PushToken bool
 }
 
 // HasChannel reports whether the phone can send on channel.

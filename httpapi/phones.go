@@ -51,6 +51,7 @@ type PhoneJSON struct {
 type deviceJSON struct {
 	Name      string `json:"name"`
 	SimNumber *int   `json:"sim_number"`
+	PushToken bool   `json:"push_token"`
 }
 
 func positiveOrNil(n int) *int {
@@ -67,7 +68,7 @@ func ToPhoneJSON(p *sb.Phone, routing sb.Routing, now time.Time) PhoneJSON {
 		DailyLimit: positiveOrNil(p.DailyLimit), RateLimit: positiveOrNil(p.RateLimit), SentToday: p.SentToday,
 		LastSeenAt: p.LastSeenAt, CreatedAt: p.CreatedAt}
 	if p.Device != nil {
-		out.Device = &deviceJSON{Name: p.Device.Name, SimNumber: positiveOrNil(p.SimNumber)}
+		out.Device = &deviceJSON{Name: p.Device.Name, SimNumber: positiveOrNil(p.SimNumber), PushToken: p.Device.PushToken}
 	}
 	if p.Link != "" {
 		link := p.Link

@@ -286,3 +286,42 @@ func TestDeviceReports(t *testing.T) {
 		}
 	})
 }
+
+// TestDeviceUpdate: what a device says of itself: its name (empty keeps
+// it) and whether its app has a push token.
+func TestDeviceUpdate(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, url string) {
+		f := newDeviceFixture(t, url)
+		p, dev := f.phone("+15551270001", time.Now().UTC())
+		device := func() *sb.Device {
+			t.Helper()
+			ph, err := f.db.Phone(bg, f.tenant.ID, sb.Live, p.ID)
+			if err != nil || ph.Device == nil {
+				t.Fatalf("Phone: %+v %v", ph, err)
+			}
+			return ph.Device
+		}
+		if d := device(); d.Name != "test" || d.PushToken {
+			t.Fatalf("paired: %+v", d)
+		}
+		for _, step := range []struct {
+			name string
+			push bool
+			want string
+		}{{"", true, "test"}, {"Pixel 8", true, "Pixel 8"}, {"", false, "Pixel 8"}} {
+			if err := f.db.UpdateDevice(bg, p.ID, dev, step.name, step.push); err != nil {
+				t.Fatal(err)
+			}
+			if d := device(); d.Name != step.want || d.PushToken != step.push {
+				t.Errorf("UpdateDevice(%q, %v): %+v", step.name, step.push, d)
+			}
+		}
+		// Another device of the phone (replaced) changes nothing.
+		if err := f.db.UpdateDevice(bg, p.ID, "old-device", "Old", true); err != nil {
+			t.Fatal(err)
+		}
+		if d := device(); d.Name != "Pixel 8" || d.PushToken {
+			t.Errorf("after an update from a replaced device: %+v", d)
+		}
+	})
+}

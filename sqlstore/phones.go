@@ -13,7 +13,7 @@ import (
 )
 
 const phoneCols = `id, tenant_id, number, kind, daily_limit, rate_limit, channels, status, sim_number, last_seen_at,
-	device_id, device_name, device_paired_at, created_at, link`
+	device_id, device_name, device_paired_at, created_at, link, device_push_token`
 
 // phoneColsP is phoneCols qualified with the alias p, for joins.
 var phoneColsP = "p." + strings.ReplaceAll(strings.ReplaceAll(phoneCols, "\n\t", " "), ", ", ", p.")
@@ -25,8 +25,9 @@ func scanPhone(row interface{ Scan(...any) error }, extra ...any) (*sb.Phone, er
 	var deviceID, deviceName, link sql.NullString
 	var channels string
 	var created int64
+	var pushToken int
 	dest := append([]any{&p.ID, &p.TenantID, &p.Number, &p.Kind, &limit, &rate, &channels, &p.Status, &sim, &seen,
-		&deviceID, &deviceName, &paired, &created, &link}, extra...)
+		&deviceID, &deviceName, &paired, &created, &link, &pushToken}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, sb.ErrNotFound
@@ -37,7 +38,7 @@ func scanPhone(row interface{ Scan(...any) error }, extra ...any) (*sb.Phone, er
 	p.Channels = strings.Split(channels, ",")
 	p.LastSeenAt = optTime(seen)
 	if deviceID.Valid {
-		p.Device = &sb.Device{ID: deviceID.String, Name: deviceName.String, PairedAt: sb.FromMicros(paired.Int64)}
+		p.Device = &sb.Device{ID: deviceID.String, Name: deviceName.String, PairedAt: sb.FromMicros(paired.Int64), PushToken: pushToken != 0}
 	}
 	p.CreatedAt = sb.FromMicros(created)
 	p.Link = link.String
@@ -97,9 +98,9 @@ func (db *DB) AddPhone(ctx context.Context, p *sb.Phone, pairing *sb.Pairing) er
 				return ErrPairingTaken
 			}
 		}
-		_, err = tx.exec(ctx, `INSERT INTO phones (`+phoneCols+`, pairing_hash, pairing_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err = tx.exec(ctx, `INSERT INTO phones (`+phoneCols+`, pairing_hash, pairing_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			p.ID, p.TenantID, p.Number, p.Kind, intOrNil(p.DailyLimit), intOrNil(p.RateLimit), strings.Join(p.Channels, ","), p.Status,
-			intOrNil(p.SimNumber), nil, nil, nil, nil, sb.Micros(p.CreatedAt), nullStr(p.Link), pairHash, pairExp)
+			intOrNil(p.SimNumber), nil, nil, nil, nil, sb.Micros(p.CreatedAt), nullStr(p.Link), 0, pairHash, pairExp)
 		if err != nil {
 			return err
 		}
@@ -347,8 +348,9 @@ func (db *DB) PairDevice(ctx context.Context, code string, dev *sb.Device, creds
 			return err
 		}
 		_, err = tx.exec(ctx, `UPDATE phones SET pairing_hash = NULL, pairing_expires_at = NULL, device_id = ?, device_name = ?,
-			device_paired_at = ?, token_hash = ?, inbound_hash = ?, last_seen_at = ? WHERE id = ?`,
-			dev.ID, dev.Name, sb.Micros(dev.PairedAt), sb.HashSecret(creds.Token), sb.HashSecret(creds.InboundSecret), sb.Micros(now), id)
+			device_paired_at = ?, token_hash = ?, inbound_hash = ?, last_seen_at = ?, device_push_token = ? WHERE id = ?`,
+			dev.ID, dev.Name, sb.Micros(dev.PairedAt), sb.HashSecret(creds.Token), sb.HashSecret(creds.InboundSecret), sb.Micros(now),
+			boolInt(dev.PushToken), id)
 		if err != nil {
 			return err
 		}
@@ -405,10 +407,13 @@ func (db *DB) TouchDevice(ctx context.Context, phoneID, deviceID string, now tim
 	return ok, err
 }
 
-// SetDeviceName records the name a paired device gives itself.
-func (db *DB) SetDeviceName(ctx context.Context, id, deviceID, name string) error {
+// UpdateDevice records what a paired device says of itself: its name (an
+// empty name keeps the one it has) and whether its app registered a push
+// token.
+func (db *DB) UpdateDevice(ctx context.Context, id, deviceID, name string, pushToken bool) error {
 	return db.Write(ctx, func(tx *Tx) error {
-		_, err := tx.exec(ctx, `UPDATE phones SET device_name = ? WHERE id = ? AND device_id = ?`, name, id, deviceID)
+		_, err := tx.exec(ctx, `UPDATE phones SET device_name = CASE WHEN ? = '' THEN device_name ELSE ? END, device_push_token = ?
+			WHERE id = ? AND device_id = ?`, name, name, boolInt(pushToken), id, deviceID)
 		return err
 	})
 }

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -554,23 +555,38 @@ func dashPhones(t *testing.T, browser context.Context, s *server) {
 	if row := b.text(`#phones`); !strings.Contains(row, "0 of 500") || !strings.Contains(row, "never") {
 		t.Errorf("the phones table: %q", row)
 	}
-	// The code shown pairs a device.
-	req, _ := http.NewRequest("POST", s.URL+"/api/mobile/v1/device", strings.NewReader(`{"name":"Pixel","pushToken":null}`))
+	// The code shown pairs a device; its app has a Google push token (its
+	// notification channel is Auto), which the table flags.
+	req, _ := http.NewRequest("POST", s.URL+"/api/mobile/v1/device", strings.NewReader(`{"name":"Pixel","pushToken":"fcm-token"}`))
 	req.Header.Set("Authorization", "Code "+code)
 	req.Header.Set("Content-Type", "application/json")
 	res, err := httpClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
+	var reg struct{ ID, Token string }
+	json.NewDecoder(res.Body).Decode(&reg)
 	res.Body.Close()
 	if res.StatusCode != http.StatusCreated {
 		t.Errorf("pairing with the code shown: %d", res.StatusCode)
 	}
 	b.open("/dashboard/phones", `#phones`)
-	if row := b.text(`#phones`); !strings.Contains(row, "Pixel") {
-		t.Errorf("the paired device is not shown: %q", row)
+	if row := b.text(`#phones`); !strings.Contains(row, "Pixel") || !strings.Contains(row, "push token: set SSE Only") {
+		t.Errorf("the paired device is not shown, with its push token: %q", row)
 	}
 	b.shoot("phones")
+	// Switched to SSE Only, the app has no token (Gson leaves the null out).
+	req, _ = http.NewRequest("PATCH", s.URL+"/api/mobile/v1/device", strings.NewReader(`{"id":"`+reg.ID+`"}`))
+	req.Header.Set("Authorization", "Bearer "+reg.Token)
+	req.Header.Set("Content-Type", "application/json")
+	if res, err = httpClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	b.open("/dashboard/phones", `#phones`)
+	if row := b.text(`#phones`); !strings.Contains(row, "Pixel") || strings.Contains(row, "push token") {
+		t.Errorf("after PATCH /device without a push token: %q", row)
+	}
 }
 
 // Contacts: a CSV file imported by clicking, with its row report; search.

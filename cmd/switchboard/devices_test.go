@@ -183,12 +183,37 @@ func TestDevicePairing(t *testing.T) {
 			if status := devCall(t, s, "GET", "/device", "Bearer "+reg.Token, nil, &me); status != 200 || me.Device == nil || me.Device.ID != reg.Id || me.Device.Name != "Pixel 8" {
 				t.Errorf("GET /device: %d %+v", status, me)
 			}
-			var settings smsgateway.DeviceSettings
+			// The settings an unattended phone needs, in the app's names
+			// (client-go models all but the gateway section).
+			var settings struct {
+				smsgateway.DeviceSettings
+				Gateway struct {
+					NotificationChannel *string `json:"notification_channel"`
+				} `json:"gateway"`
+			}
 			if status := devCall(t, s, "GET", "/settings", "Bearer "+reg.Token, nil, &settings); status != 200 {
 				t.Errorf("GET /settings: %d", status)
 			}
-			if status := devCall(t, s, "PATCH", "/device", "Bearer "+reg.Token, smsgateway.MobileUpdateRequest{Id: reg.Id, PushToken: ""}, nil); status != 204 {
-				t.Errorf("PATCH /device: %d, want 204", status)
+			if m := settings.Messages; m == nil || m.LimitPeriod == nil || *m.LimitPeriod != smsgateway.Disabled || m.LimitValue == nil || *m.LimitValue != 0 ||
+				m.ProcessingOrder == nil || *m.ProcessingOrder != smsgateway.FIFO || m.SendIntervalMin == nil || *m.SendIntervalMin != 0 || m.SendIntervalMax != nil ||
+				settings.Gateway.NotificationChannel == nil || *settings.Gateway.NotificationChannel != "SSE_ONLY" {
+				t.Errorf("GET /settings: %+v %+v", settings.Messages, settings.Gateway)
+			}
+			// Whether the app has a Google push token shows in the record.
+			pushToken := func() any {
+				dev, _ := phoneGet(t, s, tn.Live, id)["device"].(map[string]any)
+				return dev["push_token"]
+			}
+			if got := pushToken(); got != false {
+				t.Errorf("paired without a push token: push_token %v", got)
+			}
+			for _, tok := range []string{"gHz-T6NezDlOfllr7F-Be", ""} {
+				if status := devCall(t, s, "PATCH", "/device", "Bearer "+reg.Token, smsgateway.MobileUpdateRequest{Id: reg.Id, PushToken: tok}, nil); status != 204 {
+					t.Errorf("PATCH /device: %d, want 204", status)
+				}
+				if got := pushToken(); got != (tok != "") {
+					t.Errorf("after PATCH /device with push token %q: push_token %v", tok, got)
+				}
 			}
 			var hooks []smsgateway.Webhook
 			if status := devCall(t, s, "GET", "/webhooks", "Bearer "+reg.Token, nil, &hooks); status != 200 || len(hooks) != 1 ||

@@ -118,8 +118,12 @@ func FuzzParseRegister(f *testing.F) {
 	f.Add(b)
 	f.Add([]byte(`{"name": "   ", "simCards": [{"slotIndex": 0, "simNumber": 1}]}`))
 	f.Add([]byte(`{"name": 5}`))
+	token := "gHz-T6NezDlOfllr7F-Be"
+	b, _ = json.Marshal(smsgateway.MobileRegisterRequest{Name: &name, PushToken: &token})
+	f.Add(b)
+	f.Add([]byte(`{"pushToken": null}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		got, err := parseRegister(raw)
+		got, push, err := parseRegister(raw)
 		if err != nil {
 			return
 		}
@@ -127,6 +131,9 @@ func FuzzParseRegister(f *testing.F) {
 			t.Fatalf("device name %q from %q", got, raw)
 		}
 		var req smsgateway.MobileRegisterRequest
+		if json.Unmarshal(raw, &req) == nil && push != (req.PushToken != nil && strings.TrimSpace(*req.PushToken) != "") {
+			t.Fatalf("push token %v from %q, client-go reads %v", push, raw, req.PushToken)
+		}
 		if json.Unmarshal(raw, &req) == nil && req.Name != nil && strings.TrimSpace(*req.Name) != "" &&
 			utf8.RuneCountInString(strings.TrimSpace(*req.Name)) <= maxDeviceName && got != strings.TrimSpace(*req.Name) {
 			t.Fatalf("device name %q, client-go reads %q", got, *req.Name)

@@ -41,7 +41,7 @@ type Store interface {
 	PhoneByToken(ctx context.Context, token string) (*sb.Phone, error)
 	PhoneByInboundSecret(ctx context.Context, secret string) (*sb.Phone, error)
 	TouchDevice(ctx context.Context, phoneID, deviceID string, now time.Time) (bool, error)
-	SetDeviceName(ctx context.Context, phoneID, deviceID, name string) error
+	UpdateDevice(ctx context.Context, phoneID, deviceID, name string, pushToken bool) error
 	TakeDeviceMessages(ctx context.Context, phoneID, deviceID string, lifo bool, now time.Time, validFor time.Duration) (msgs []*sb.Message, fresh int, next time.Time, err error)
 	ReportDeviceStates(ctx context.Context, phoneID, deviceID string, reports []sb.DeviceReport, now time.Time) error
 	DeviceWorkWaiting(ctx context.Context, phoneID, deviceID string, now time.Time) (bool, error)
@@ -318,7 +318,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	name, err := parseRegister(raw)
+	name, pushToken, err := parseRegister(raw)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -333,7 +333,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	dev := &sb.Device{ID: id, Name: name, PairedAt: now.UTC().Truncate(time.Microsecond)}
+	dev := &sb.Device{ID: id, Name: name, PairedAt: now.UTC().Truncate(time.Microsecond), PushToken: pushToken}
 	ph, err := s.cfg.Store.PairDevice(r.Context(), code, dev, sb.DeviceCredentials{Token: token, InboundSecret: sb.InboundSecret(token)}, now.UTC())
 	if err != nil {
 		if sb.ErrorCode(err) == sb.CodeInvalidToken {
@@ -351,17 +351,24 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 }
 
 // parseRegister reads the body of POST /device and returns the name the
-// device gives itself (a default when it gives none).
-func parseRegister(raw []byte) (string, error) {
+// device gives itself (a default when it gives none) and whether its app
+// has a push token.
+func parseRegister(raw []byte) (name string, pushToken bool, err error) {
 	var req registerRequest
 	if err := unmarshal(raw, &req); err != nil {
-		return "", err
+		return "", false, err
 	}
-	if req.Name == nil || strings.TrimSpace(*req.Name) == "" {
-		return "Android phone", nil
+	name = "Android phone"
+	if req.Name != nil && strings.TrimSpace(*req.Name) != "" {
+		name = truncate(strings.TrimSpace(*req.Name), maxDeviceName)
 	}
-	return truncate(strings.TrimSpace(*req.Name), maxDeviceName), nil
+	return name, hasPushToken(req.PushToken), nil
 }
+
+// hasPushToken reports whether the app gave a push token: it gives none
+// (the field is left out: Gson writes no nulls) when its notification
+// channel is "SSE Only".
+func hasPushToken(token *string) bool { return token != nil && strings.TrimSpace(*token) != "" }
 
 func truncate(s string, n int) string {
 	if r := []rune(s); len(r) > n {
@@ -407,26 +414,69 @@ type devicePatch struct {
 	SimCards  []simCard `json:"simCards"`
 }
 
-// patchDevice takes what the app says of itself after it starts; only a
-// name is kept.
+// patchDevice takes what the app says of itself after it starts, and
+// whenever its push token changes: a new name, and whether it has a push
+// token (the whole state each time).
 func (s *Server) patchDevice(w http.ResponseWriter, r *http.Request, ph *sb.Phone) error {
 	var req devicePatch
 	if err := decodeBody(w, r, &req); err != nil {
 		return err
 	}
-	if req.Name != nil && strings.TrimSpace(*req.Name) != "" {
-		if err := s.cfg.Store.SetDeviceName(r.Context(), ph.ID, ph.Device.ID, truncate(strings.TrimSpace(*req.Name), maxDeviceName)); err != nil {
-			return err
-		}
+	name := ""
+	if req.Name != nil {
+		name = truncate(strings.TrimSpace(*req.Name), maxDeviceName)
+	}
+	if err := s.cfg.Store.UpdateDevice(r.Context(), ph.ID, ph.Device.ID, name, hasPushToken(req.PushToken)); err != nil {
+		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
-// getSettings answers the settings the app may take from its server: none,
-// so that the app keeps those its owner chose on the phone.
+// Settings is what GET /settings gives the app: what an unattended phone
+// needs (contract section 8.1), in the sections and names of the app's
+// settings code (modules/settings/SettingsService.kt and each module's
+// *Settings.kt import). Sections and names it does not give stay as the
+// phone's owner set them.
+type Settings struct {
+	Gateway  GatewaySettings  `json:"gateway"`
+	Messages MessagesSettings `json:"messages"`
+}
+
+// GatewaySettings are the app's GatewaySettings.
+type GatewaySettings struct {
+	// NotificationChannel "SSE_ONLY": the app holds the event stream open
+	// instead of registering for Google push, which a private server
+	// cannot send (the default "AUTO" pulls every 15 minutes).
+	NotificationChannel string `json:"notification_channel"`
+}
+
+// MessagesSettings are the app's MessagesSettings.
+type MessagesSettings struct {
+	// SendIntervalMin and SendIntervalMax are the app's random delay
+	// between two texts, in seconds: 0 and none, as on a fresh install,
+	// turn it off.
+	SendIntervalMin int  `json:"send_interval_min"`
+	SendIntervalMax *int `json:"send_interval_max"`
+	// LimitPeriod "Disabled" and LimitValue 0 turn the app's own send
+	// limit off: pacing is Switchboard's (rate_limit, daily_limit).
+	LimitPeriod string `json:"limit_period"`
+	LimitValue  int    `json:"limit_value"`
+	// ProcessingOrder "FIFO": the oldest message first.
+	ProcessingOrder string `json:"processing_order"`
+}
+
+// DeviceSettings is the answer of GET /settings.
+var DeviceSettings = Settings{
+	Gateway:  GatewaySettings{NotificationChannel: "SSE_ONLY"},
+	Messages: MessagesSettings{LimitPeriod: "Disabled", ProcessingOrder: "FIFO"},
+}
+
+// getSettings gives the app DeviceSettings. The app asks at start and
+// once a day, applies what changed, and asks its owner once to restart it
+// (the notification channel takes effect then).
 func (s *Server) getSettings(w http.ResponseWriter, r *http.Request, ph *sb.Phone) error {
-	writeJSON(w, http.StatusOK, map[string]any{})
+	writeJSON(w, http.StatusOK, DeviceSettings)
 	return nil
 }
 

@@ -57,6 +57,10 @@ type Options struct {
 	// FinalOnly reports only each message's final state (with the times
 	// of the others), one request per batch instead of three.
 	FinalOnly bool
+	// PushToken is the Google push token the agent says its app has
+	// (pairing and PATCH /device); empty: none, as with the app's "SSE
+	// Only" notification channel.
+	PushToken string
 	// PairWithBearer makes Pair send the code as the app does from its
 	// "Private Token" setting (Authorization: Bearer <code>) rather than
 	// from its sign-in dialog (Code <code>).
@@ -134,6 +138,9 @@ func Pair(ctx context.Context, opt Options, code string) (*Agent, error) {
 	carrier := "Simulated carrier"
 	req := registerRequest{MobileRegisterRequest: smsgateway.MobileRegisterRequest{Name: &name},
 		SimCards: []simCard{{SlotIndex: 0, SimNumber: 1, CarrierName: &carrier}}}
+	if opt.PushToken != "" {
+		req.PushToken = &opt.PushToken
+	}
 	var resp smsgateway.MobileRegisterResponse
 	scheme := "Code "
 	if opt.PairWithBearer {
@@ -265,9 +272,10 @@ func (a *Agent) Settings(ctx context.Context) (smsgateway.DeviceSettings, error)
 	return out, err
 }
 
-// Update sends the app's PATCH /device.
-func (a *Agent) Update(ctx context.Context) error {
-	return a.call(ctx, "PATCH", "/device", "", smsgateway.MobileUpdateRequest{Id: a.ID}, nil, http.StatusNoContent)
+// Update sends the app's PATCH /device, with its push token (none when
+// empty).
+func (a *Agent) Update(ctx context.Context, pushToken string) error {
+	return a.call(ctx, "PATCH", "/device", "", smsgateway.MobileUpdateRequest{Id: a.ID, PushToken: pushToken}, nil, http.StatusNoContent)
 }
 
 // Webhooks returns the subscriptions the server gives the device.
