@@ -239,7 +239,7 @@ func (r Routing) Pick(phones []PhoneUse, channel, from, sticky, exclude string, 
 // message from an android phone.
 func (m *Message) ViaDevice() bool { return m.Env == Live && m.PhoneKind == PhoneAndroid }
 
-// The device queue's rules (contract section 8). The app reports Processed
+// The device queue's rules (docs/phones.md). The app reports Processed
 // as soon as it hands a text to Android's SmsManager, which may send it at
 // once, and its later reports can be lost (Android's sent broadcast is not
 // always delivered to it; its data connection can drop right after the

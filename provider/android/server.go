@@ -434,7 +434,7 @@ func (s *Server) patchDevice(w http.ResponseWriter, r *http.Request, ph *sb.Phon
 }
 
 // Settings is what GET /settings gives the app: what an unattended phone
-// needs (contract section 8.1), in the sections and names of the app's
+// needs (docs/phones.md), in the sections and names of the app's
 // settings code (modules/settings/SettingsService.kt and each module's
 // *Settings.kt import). Sections and names it does not give stay as the
 // phone's owner set them.

@@ -1,5 +1,5 @@
 -- A message handed to a device stays with it until the device reports on it
--- (contract section 8): its device_due becomes the time it fails with its
+-- (docs/phones.md): its device_due becomes the time it fails with its
 -- outcome unknown, and its device finds it again through messages_device_held.
 -- Processed makes a message sent: those a device reported Processed before
 -- this version kept queued are sent now (sent_at, not recorded then, is
