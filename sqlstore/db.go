@@ -1000,6 +1000,7 @@ func (db *DB) migrations() ([]migration, error) {
 		return nil, err
 	}
 	var out []migration
+	seen := map[int]string{}
 	for _, e := range entries {
 		name := e.Name()
 		base := strings.TrimSuffix(name, ".sql")
@@ -1012,6 +1013,12 @@ func (db *DB) migrations() ([]migration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("migration %s: bad version", name)
 		}
+		if other, ok := seen[v]; ok {
+			// Two files of one version: the second would be skipped as
+			// applied, silently, on every database.
+			return nil, fmt.Errorf("migration %s: version %d is also %s", name, v, other)
+		}
+		seen[v] = name
 		body, err := migrationFS.ReadFile("migrations/" + name)
 		if err != nil {
 			return nil, err

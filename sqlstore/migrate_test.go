@@ -63,3 +63,19 @@ func TestMigrationWithoutRowidKeepsRows(t *testing.T) {
 		}
 	}
 }
+
+// Every embedded migration has a version of its own in each dialect: a
+// second file of one version would be taken as applied and skipped.
+func TestMigrationVersionsUnique(t *testing.T) {
+	for _, d := range []Dialect{SQLite, Postgres} {
+		ms, err := (&DB{dialect: d}).migrations()
+		if err != nil {
+			t.Fatalf("%v: %v", d, err)
+		}
+		for i := 1; i < len(ms); i++ {
+			if ms[i].version <= ms[i-1].version {
+				t.Errorf("%v: %s after %s", d, ms[i].name, ms[i-1].name)
+			}
+		}
+	}
+}
