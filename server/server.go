@@ -16,6 +16,7 @@ import (
 	"net/http/pprof"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/switchboard/switchboard/dashboard"
 	"github.com/switchboard/switchboard/delivery"
 	"github.com/switchboard/switchboard/httpapi"
+	"github.com/switchboard/switchboard/internal/buildinfo"
 	"github.com/switchboard/switchboard/provider"
 	"github.com/switchboard/switchboard/provider/android"
 	"github.com/switchboard/switchboard/provider/carrier"
@@ -54,7 +56,8 @@ type Config struct {
 	// LogLevel is debug, info, warn or error; logs are JSON lines on Log.
 	LogLevel string
 	Log      io.Writer
-	// RedisURL, when set, shares rate limits between nodes through Redis.
+	// RedisURL, when set, shares rate limits between nodes through Redis:
+	// redis://[:PASSWORD@]HOST:PORT[/DB], rediss:// for TLS, or HOST:PORT.
 	RedisURL string
 	// AllowPrivateWebhooks allows webhook urls on loopback and private
 	// networks (development and tests).
@@ -245,6 +248,9 @@ func Run(ctx context.Context, c Config) error {
 	}
 	var redisOpt *redis.Options
 	if c.RedisURL != "" {
+		if !strings.Contains(c.RedisURL, "://") {
+			c.RedisURL = "redis://" + c.RedisURL // host:port
+		}
 		if redisOpt, err = redis.ParseURL(c.RedisURL); err != nil {
 			// A *url.Error quotes the whole URL, password included.
 			var ue *url.Error
@@ -262,6 +268,21 @@ func Run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
+	// One process serves a SQLite file (see LockSQLite), and the listener
+	// is up before anything is written: a start that fails here changes
+	// nothing a running node relies on.
+	release, err := sqlstore.LockSQLite(c.Database)
+	if err != nil {
+		return err
+	}
+	defer release()
+	tcp, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return err
+	}
+	defer tcp.Close()
+	bi := buildinfo.Read()
+	log.Info("starting", "version", bi.Version, "commit", bi.Commit, "schema", sqlstore.SchemaVersion())
 	db, err := sqlstore.OpenOptions(ctx, c.Database, sqlstore.Options{MaxConns: c.DBMaxConns, ConnWait: c.DBConnWait, Writers: c.DBWriters, Log: log,
 		HostNodes: func(n int) { processProcs.hostNodes(n, log) }})
 	if err != nil {
@@ -366,10 +387,6 @@ func Run(ctx context.Context, c Config) error {
 		return err
 	}
 
-	tcp, err := net.Listen("tcp", c.Addr)
-	if err != nil {
-		return err
-	}
 	ln := limitConns(tcp, c.MaxConns)
 	reg.MustRegister(newNodeCollector(db, limiter, ln, c.MaxConns))
 	srv := newHTTPServer(api, c, log)

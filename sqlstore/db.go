@@ -993,37 +993,42 @@ type migration struct {
 
 // migrations returns the embedded migrations for the dialect in version
 // order. "NNNN_name.sql" applies to both dialects; "NNNN_name.sqlite.sql" or
-// "NNNN_name.postgres.sql" only to one.
+// "NNNN_name.postgres.sql" only to one. A version that has no file for the
+// dialect is still recorded, as a migration with no SQL, so that a schema
+// version means the same on both dialects (see SchemaVersion).
 func (db *DB) migrations() ([]migration, error) {
 	entries, err := fs.ReadDir(migrationFS, "migrations")
 	if err != nil {
 		return nil, err
 	}
-	var out []migration
-	seen := map[int]string{}
+	byVersion := map[int]migration{}
 	for _, e := range entries {
 		name := e.Name()
 		base := strings.TrimSuffix(name, ".sql")
-		if d := filepath.Ext(base); d == ".sqlite" || d == ".postgres" {
-			if d[1:] != db.dialect.String() {
-				continue
-			}
-		}
 		v, err := strconv.Atoi(strings.SplitN(name, "_", 2)[0])
 		if err != nil {
 			return nil, fmt.Errorf("migration %s: bad version", name)
 		}
-		if other, ok := seen[v]; ok {
+		if d := filepath.Ext(base); (d == ".sqlite" || d == ".postgres") && d[1:] != db.dialect.String() {
+			if _, ok := byVersion[v]; !ok {
+				byVersion[v] = migration{version: v, name: name}
+			}
+			continue
+		}
+		if other, ok := byVersion[v]; ok && other.sql != "" {
 			// Two files of one version: the second would be skipped as
 			// applied, silently, on every database.
-			return nil, fmt.Errorf("migration %s: version %d is also %s", name, v, other)
+			return nil, fmt.Errorf("migration %s: version %d is also %s", name, v, other.name)
 		}
-		seen[v] = name
 		body, err := migrationFS.ReadFile("migrations/" + name)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, migration{version: v, name: name, sql: string(body)})
+		byVersion[v] = migration{version: v, name: name, sql: string(body)}
+	}
+	out := make([]migration, 0, len(byVersion))
+	for _, m := range byVersion {
+		out = append(out, m)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
 	return out, nil
@@ -1031,46 +1036,79 @@ func (db *DB) migrations() ([]migration, error) {
 
 // migrate applies pending migrations, each in its own transaction. On
 // PostgreSQL an advisory lock keeps several nodes starting at once from
-// applying the same migration twice.
+// applying the same migration twice: each migration runs once, on one
+// node, while the others wait for it. A database that holds a migration
+// this build does not know (a newer build migrated it) is refused before
+// anything is written.
 func (db *DB) migrate(ctx context.Context) error {
-	err := db.inTx(ctx, func(tx *Tx) error {
-		if db.dialect == Postgres {
-			// Nodes starting at once on a new database would otherwise
-			// race to create the table itself.
-			if _, err := tx.exec(ctx, `SELECT pg_advisory_xact_lock(7311)`); err != nil {
-				return err
-			}
-		}
-		_, err := tx.exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
 	ms, err := db.migrations()
 	if err != nil {
 		return err
 	}
+	// lockedApplied takes the lock (PostgreSQL) and returns the versions
+	// applied, refusing a database that a newer build migrated.
+	lockedApplied := func(tx *Tx) (map[int]bool, error) {
+		if db.dialect == Postgres {
+			if _, err := tx.exec(ctx, `SELECT pg_advisory_xact_lock(7311)`); err != nil {
+				return nil, err
+			}
+		}
+		applied, err := tx.appliedMigrations(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := db.checkSchema(applied); err != nil {
+			return nil, err
+		}
+		set := map[int]bool{}
+		for _, v := range applied {
+			set[v] = true
+		}
+		return set, nil
+	}
+	var applied map[int]bool
+	err = db.inTx(ctx, func(tx *Tx) error {
+		// Under the lock: nodes starting at once on a new database would
+		// otherwise race to create the table itself.
+		if db.dialect == Postgres {
+			if _, err := tx.exec(ctx, `SELECT pg_advisory_xact_lock(7311)`); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`); err != nil {
+			return err
+		}
+		applied, err = lockedApplied(tx)
+		return err
+	})
+	if IsNewerSchema(err) {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
 	for _, m := range ms {
+		if applied[m.version] {
+			continue
+		}
 		err := db.inTx(ctx, func(tx *Tx) error {
-			if db.dialect == Postgres {
-				if _, err := tx.exec(ctx, `SELECT pg_advisory_xact_lock(7311)`); err != nil {
+			// Another node may have applied it, or a newer build migrated
+			// the database, since the first look.
+			now, err := lockedApplied(tx)
+			if err != nil || now[m.version] {
+				return err
+			}
+			if m.sql != "" {
+				if _, err := tx.tx.ExecContext(ctx, m.sql); err != nil {
 					return err
 				}
 			}
-			var n int
-			if err := tx.queryRow(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, m.version).Scan(&n); err != nil {
-				return err
-			}
-			if n > 0 {
-				return nil
-			}
-			if _, err := tx.tx.ExecContext(ctx, m.sql); err != nil {
-				return err
-			}
-			_, err := tx.exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`, m.version, m.name, time.Now().UnixMicro())
+			_, err = tx.exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`, m.version, m.name, time.Now().UnixMicro())
 			return err
 		})
+		if IsNewerSchema(err) {
+			return err
+		}
 		if err != nil {
 			return fmt.Errorf("migration %s: %w", m.name, err)
 		}

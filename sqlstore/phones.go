@@ -205,6 +205,17 @@ func (db *DB) UpdatePhone(ctx context.Context, tenantID, id string, patch sb.Pho
 	})
 }
 
+// PhoneTenant returns the id of the tenant a phone belongs to, or
+// sb.ErrNotFound: for operators, who name a phone by its id alone.
+func (db *DB) PhoneTenant(ctx context.Context, id string) (string, error) {
+	var tenantID string
+	err := db.queryRow(ctx, `SELECT tenant_id FROM phones WHERE id = ?`, id).Scan(&tenantID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", sb.ErrNotFound
+	}
+	return tenantID, err
+}
+
 // DeletePhone deletes one of the tenant's phones: its device's token and
 // inbound secret die with it, recipients that stuck to it are free to stick
 // to another, and its messages that no device holds are due at once for

@@ -36,6 +36,25 @@ func (db *DB) Tenant(ctx context.Context, id string) (*sb.Tenant, error) {
 	return scanTenant(db.queryRow(ctx, `SELECT `+tenantCols+` FROM tenants WHERE id = ?`, id))
 }
 
+// Tenants returns every tenant, oldest first: for operators, never for a
+// tenant's request.
+func (db *DB) Tenants(ctx context.Context) ([]*sb.Tenant, error) {
+	rows, err := db.query(ctx, `SELECT `+tenantCols+` FROM tenants ORDER BY created_at, id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*sb.Tenant
+	for rows.Next() {
+		t, err := scanTenant(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
 // SetTenantPlan moves the tenant to plan.
 func (db *DB) SetTenantPlan(ctx context.Context, id, plan string) error {
 	return db.updateTenant(ctx, `UPDATE tenants SET plan = ? WHERE id = ?`, plan, id)

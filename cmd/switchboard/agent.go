@@ -23,7 +23,8 @@ import (
 // phone, and turns each line "NUMBER TEXT" on stdin into a text the phone
 // receives from NUMBER.
 func phoneAgentCmd(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	f := newFlags("phone-agent", getenv, stderr)
+	f := newFlags("phone-agent", getenv, stdout)
+	f.synopsis = "--url URL --code CODE"
 	url := f.string("url", "", "the device API: https://HOST/api/mobile/v1 (required)")
 	code := f.string("code", "", "the pairing code of POST /v1/phones (required unless --state holds a pairing)")
 	state := f.string("state", "", "a file that keeps the pairing, so that the agent can be restarted without a new code")

@@ -22,7 +22,7 @@ func benchCmd(ctx context.Context, args []string, getenv func(string) string, st
 	// The flags deliberately have no SWITCHBOARD_* defaults: in particular
 	// SWITCHBOARD_DATABASE is not read, so that a benchmark never creates
 	// tenants in the configured database unless told to with --database.
-	f := newFlags("bench", getenv, stderr)
+	f := newFlags("bench", getenv, stdout)
 	names := make([]string, 0, len(bench.Scenarios()))
 	for _, s := range bench.Scenarios() {
 		names = append(names, s.Name)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,17 +14,46 @@ import (
 )
 
 // flags is a FlagSet whose defaults come from SWITCHBOARD_* environment
-// variables: --foo-bar reads SWITCHBOARD_FOO_BAR.
+// variables: --foo-bar reads SWITCHBOARD_FOO_BAR. --help prints the
+// command's usage on stdout (and the command exits 0); any other flag error
+// is one line (see parse).
 type flags struct {
 	*flag.FlagSet
 	getenv func(string) string
+	stdout io.Writer
+	// synopsis is what the usage line shows after the command's name: its
+	// positional arguments and required flags, e.g. "TENANT_ID PLAN".
+	synopsis string
+	// about, when set, is printed under the usage line.
+	about string
 }
 
-func newFlags(name string, getenv func(string) string, stderr io.Writer) *flags {
+func newFlags(name string, getenv func(string) string, stdout io.Writer) *flags {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return &flags{FlagSet: fs, getenv: getenv}
+	fs.SetOutput(stdout)
+	f := &flags{FlagSet: fs, getenv: getenv, stdout: stdout}
+	fs.Usage = f.usage
+	return f
 }
+
+// usage prints "Usage: switchboard NAME SYNOPSIS [flags]", the about text
+// and the flags with their defaults.
+func (f *flags) usage() {
+	out := f.Output()
+	fmt.Fprintf(out, "Usage: switchboard %s", f.Name())
+	if f.synopsis != "" {
+		fmt.Fprintf(out, " %s", f.synopsis)
+	}
+	fmt.Fprintf(out, " [flags]\n")
+	if f.about != "" {
+		fmt.Fprintf(out, "\n%s\n", strings.TrimSpace(f.about))
+	}
+	fmt.Fprintf(out, "\nFlags:\n")
+	f.PrintDefaults()
+}
+
+// errHelp means --help printed a command's usage: the command succeeded.
+var errHelp = errors.New("help shown")
 
 func envName(flagName string) string {
 	return "SWITCHBOARD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
@@ -139,12 +169,20 @@ func checkDatabase(url string) error {
 }
 
 // parse parses args, allowing flags after positional arguments, and returns
-// the positional ones.
+// the positional ones. -h or --help prints the usage on stdout and returns
+// errHelp; a flag error is returned as one line that points at --help.
 func (f *flags) parse(args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := f.Parse(args); err != nil {
-			return nil, errUsage
+		f.SetOutput(io.Discard) // the flag package's own error report
+		err := f.Parse(args)
+		f.SetOutput(f.stdout)
+		if errors.Is(err, flag.ErrHelp) {
+			f.Usage()
+			return nil, errHelp
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s (see switchboard %s --help)", f.Name(), flagError(err), f.Name())
 		}
 		args = f.Args()
 		if len(args) == 0 {
@@ -153,6 +191,19 @@ func (f *flags) parse(args []string) ([]string, error) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// flagError says the flag package's error in the commands' words: flags
+// are written --name.
+func flagError(err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return "unknown flag --" + name
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return "flag --" + name + " needs a value"
+	}
+	return strings.Replace(msg, "for flag -", "for flag --", 1)
 }
 
 func wantArgs(pos []string, n int, what string) error {

@@ -16,10 +16,11 @@ import (
 // dashboard, valid for sb.DashboardLinkTTL. Only the hash of its token is
 // stored.
 func dashboardCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "link" {
-		return fmt.Errorf("dashboard: expected link")
+	if _, err := subcommand("dashboard", args, stdout, "link"); err != nil {
+		return err
 	}
-	f := newFlags("dashboard link", getenv, stderr)
+	f := newFlags("dashboard link", getenv, stdout)
+	f.synopsis = "--tenant TENANT_ID"
 	dbURL := f.database()
 	tenant := f.String("tenant", "", "tenant id (required)")
 	public := f.string("public-url", "http://127.0.0.1:8080", "the base URL the service is reached at, as serve's --public-url")

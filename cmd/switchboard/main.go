@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -32,15 +34,21 @@ const usage = `Switchboard: a multi-tenant messaging API.
 Usage:
   switchboard serve [flags]                       run the API and the workers
   switchboard tenant create --name NAME [--plan trial|starter|growth|scale]
+  switchboard tenant list                         every tenant with its plan and status
   switchboard tenant plan TENANT_ID PLAN
   switchboard tenant trial TENANT_ID --ends RFC3339
   switchboard tenant suspend|resume TENANT_ID
+  switchboard key create --tenant TENANT_ID [--env live|test] [--name NAME] [--rate-limit N]
   switchboard key deactivate|activate KEY_ID
   switchboard phone add --tenant TENANT_ID --number E164 [--daily-limit N] [--channels sms,chat]
                         [--provider LINK --providers FILE]   a number at a carrier link (docs/carriers.md)
   switchboard phone offline|online PHONE_ID
+  switchboard phone delete PHONE_ID
   switchboard phone list --tenant TENANT_ID
   switchboard dashboard link --tenant TENANT_ID [--public-url URL]   a one-time sign-in link (15 minutes)
+  switchboard backup --to FILE                    a consistent copy of a live SQLite database
+  switchboard restore --from FILE [--force]       put a backup back (serve stopped)
+  switchboard version                             version, commit and database schema version
   switchboard phone-agent --url URL --code CODE   a reference Android device (see docs/phones.md)
   switchboard bench [flags]                       benchmark against a bare net/http handler
                         [--scenario send --nodes 1,2,3 --database postgres://...]   on several nodes
@@ -55,6 +63,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprint(stderr, usage)
 		return errUsage
 	}
+	err := command(ctx, args, getenv, stdout, stderr)
+	if errors.Is(err, errHelp) {
+		return nil
+	}
+	return err
+}
+
+func command(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], getenv, stdout, stderr)
@@ -70,10 +86,57 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return phoneAgentCmd(ctx, args[1:], getenv, os.Stdin, stdout, stderr)
 	case "bench":
 		return benchCmd(ctx, args[1:], getenv, stdout, stderr)
+	case "backup":
+		return backupCmd(ctx, args[1:], getenv, stdout)
+	case "restore":
+		return restoreCmd(ctx, args[1:], getenv, stdout)
+	case "version":
+		return versionCmd(ctx, args[1:], getenv, stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
-	fmt.Fprintf(stderr, "unknown command %q\n\n%s", args[0], usage)
-	return errUsage
+	return fmt.Errorf("unknown command %q (see switchboard help)", args[0])
+}
+
+// subcommand returns the subcommand of a command group (tenant, key,
+// phone, dashboard) that args start with, one of known. With no
+// subcommand, or -h/--help, it prints the group's lines of the usage on
+// stdout and returns errHelp for --help; an unknown one is an error naming
+// the known ones.
+func subcommand(group string, args []string, stdout io.Writer, known ...string) (string, error) {
+	if len(args) > 0 && slices.Contains(known, args[0]) {
+		return args[0], nil
+	}
+	want := fmt.Sprintf("expected %s", strings.Join(known, ", "))
+	if i := strings.LastIndex(want, ", "); i >= 0 {
+		want = want[:i] + " or " + want[i+2:]
+	}
+	switch {
+	case len(args) == 0:
+		return "", fmt.Errorf("%s: %s (see switchboard %s --help)", group, want, group)
+	case args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help":
+		fmt.Fprintf(stdout, "Usage:\n%s\nRun \"switchboard %s SUBCOMMAND --help\" for a subcommand's flags.\n", groupUsage(group), group)
+		return "", errHelp
+	}
+	return "", fmt.Errorf("%s: unknown subcommand %q: %s", group, args[0], want)
+}
+
+// groupUsage returns the lines of the usage that describe group's
+// subcommands, with their continuation lines.
+func groupUsage(group string) string {
+	var b strings.Builder
+	in := false
+	for _, line := range strings.Split(usage, "\n") {
+		switch {
+		case strings.HasPrefix(line, "  switchboard "+group+" "):
+			in = true
+		case !strings.HasPrefix(line, "                "):
+			in = false
+		}
+		if in {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
 }

@@ -15,12 +15,12 @@ import (
 )
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	f := newFlags("serve", getenv, stderr)
+	f := newFlags("serve", getenv, stdout)
 	addr := f.string("addr", "127.0.0.1:8080", "listen address")
 	db := f.database()
 	plans := f.string("plans", "", "JSON file overriding per-plan limits")
 	logLevel := f.string("log-level", "info", "log level: debug, info, warn, error")
-	redisURL := f.string("redis-url", "", "redis://host:port: share rate limits between nodes through Redis (default: in-process)")
+	redisURL := f.string("redis-url", "", "redis://host:port (or host:port): share rate limits between nodes through Redis (default: in-process)")
 	allowPrivate := f.bool("allow-private-webhooks", false, "allow webhook urls on loopback and private addresses (for local development and tests)")
 	lease := f.duration("delivery-lease", 30*time.Second, "how long a node reserves a claimed message, and waits for a sent message's outcome, before another node may hand it over again (PostgreSQL; SQLite restarts release leases at once)")
 	heartbeat := f.duration("heartbeat-interval", delivery.DefaultHeartbeat, "PostgreSQL: how often this node beats in the nodes table")

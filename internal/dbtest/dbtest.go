@@ -77,6 +77,30 @@ func ForEach(t *testing.T, fn func(t *testing.T, url string)) {
 // code that expired, say).
 func Exec(t testing.TB, url, query string, args ...any) {
 	t.Helper()
+	db, query := open(t, url, query)
+	defer db.Close()
+	if _, err := db.Exec(query, args...); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+}
+
+// Count runs a query that returns one number (SELECT COUNT(*) ...)
+// against the database of url, for a test that checks a state no API shows.
+func Count(t testing.TB, url, query string, args ...any) int {
+	t.Helper()
+	db, query := open(t, url, query)
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// open opens the database of url with a plain driver and rebinds query's
+// placeholders for it.
+func open(t testing.TB, url, query string) (*sql.DB, string) {
+	t.Helper()
 	driver, dsn := "sqlite3", strings.TrimPrefix(url, "sqlite:")
 	if strings.HasPrefix(url, "postgres") {
 		driver, dsn = "pgx", url
@@ -88,8 +112,5 @@ func Exec(t testing.TB, url, query string, args ...any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	if _, err := db.Exec(query, args...); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
+	return db, query
 }
