@@ -322,7 +322,6 @@ func TestFailedStartReleasesNothing(t *testing.T) {
 	}
 }
 
-
 // TestServeRefusesNewerSchema: serve (and every operator command) refuses
 // a database a newer version migrated, in one line naming both schema
 // versions and this build's version.
