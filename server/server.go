@@ -83,8 +83,11 @@ type Config struct {
 	// refuses plain HTTP except to 127.0.0.1).
 	TLSCert, TLSKey string
 	// PublicURL is the base of the URLs handed to devices; empty: the
-	// scheme and host a device used.
+	// scheme and host a device used, or https://DOMAIN with ACME.
 	PublicURL string
+	// ACME, when it names domains, makes the node serve HTTPS with a
+	// certificate it obtains and renews itself (instead of TLSCert).
+	ACME ACME
 	// PhoneOfflineAfter is how long an android phone stays online after
 	// its device was last seen (default 2m).
 	PhoneOfflineAfter time.Duration
@@ -233,6 +236,14 @@ func Run(ctx context.Context, c Config) error {
 			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
 		}
 	}
+	if c.ACME.Enabled() {
+		if c.TLSCert != "" {
+			return errors.New("--acme-domain and --tls-cert: choose one (ACME obtains the certificate itself)")
+		}
+		if err := c.ACME.check(c.Database); err != nil {
+			return err
+		}
+	}
 	if c.PublicURL != "" {
 		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			return fmt.Errorf("--public-url %q: want an absolute http(s) URL such as https://sms.example.com", c.PublicURL)
@@ -281,6 +292,22 @@ func Run(ctx context.Context, c Config) error {
 		return err
 	}
 	defer tcp.Close()
+	var certs *acmeServer
+	if c.ACME.Enabled() {
+		if certs, err = newACME(c.ACME, log); err != nil {
+			return err
+		}
+		defer certs.close()
+		if err := certs.listenHTTP(); err != nil {
+			return err
+		}
+		if c.PublicURL == "" {
+			c.PublicURL = "https://" + c.ACME.Domains[0]
+			if _, port, _ := net.SplitHostPort(tcp.Addr().String()); port != "443" {
+				c.PublicURL += ":" + port
+			}
+		}
+	}
 	bi := buildinfo.Read()
 	log.Info("starting", "version", bi.Version, "commit", bi.Commit, "schema", sqlstore.SchemaVersion())
 	db, err := sqlstore.OpenOptions(ctx, c.Database, sqlstore.Options{MaxConns: c.DBMaxConns, ConnWait: c.DBConnWait, Writers: c.DBWriters, Log: log,
@@ -441,13 +468,22 @@ func Run(ctx context.Context, c Config) error {
 
 	errc := make(chan error, 1)
 	scheme := "http"
-	if c.TLSCert != "" {
+	switch {
+	case certs != nil:
+		scheme = "https"
+		srv.TLSConfig = certs.tlsConfig()
+		go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	case c.TLSCert != "":
 		scheme = "https"
 		go func() { errc <- srv.ServeTLS(ln, c.TLSCert, c.TLSKey) }()
-	} else {
+	default:
 		go func() { errc <- srv.Serve(ln) }()
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "scheme", scheme, "database", db.Dialect().String())
+	log.Info("listening", "addr", ln.Addr().String(), "scheme", scheme, "database", db.Dialect().String(), "public_url", c.PublicURL)
+	if certs != nil {
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		certs.start(port, c)
+	}
 
 	select {
 	case err = <-errc:

@@ -154,6 +154,44 @@ func (f *flags) duration(name string, def time.Duration, help string) *time.Dura
 	return f.Duration(name, def, help+" (env "+envName(name)+")")
 }
 
+// list is a flag that may be given more than once; its environment
+// variable holds the values separated by commas.
+func (f *flags) list(name, help string) *[]string {
+	var l listFlag
+	for _, v := range strings.Split(f.getenv(envName(name)), ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			l.values = append(l.values, v)
+		}
+	}
+	f.Var(&l, name, help+" (env "+envName(name)+", comma-separated)")
+	return &l.values
+}
+
+// listFlag collects the values of a repeatable flag: given on the command
+// line, they replace the environment's.
+type listFlag struct {
+	values []string
+	set    bool
+}
+
+func (l *listFlag) String() string { return strings.Join(l.values, ",") }
+
+func (l *listFlag) Set(v string) error {
+	if !l.set {
+		l.values, l.set = nil, true
+	}
+	l.values = append(l.values, v)
+	return nil
+}
+
+// given reports whether the flag name was set on the command line or by
+// its environment variable.
+func (f *flags) given(name string) bool {
+	set := f.getenv(envName(name)) != ""
+	f.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
+	return set
+}
+
 func (f *flags) database() *string {
 	return f.string("database", "sqlite:data/switchboard.db", "database: sqlite:PATH (relative to the working directory) or postgres://...")
 }

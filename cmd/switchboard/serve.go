@@ -46,8 +46,24 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	maxConns := f.int("max-conns", switchboard.DefaultMaxConns, "the most HTTP connections this node keeps open at once (idle keep-alives and device event streams count); more wait to be accepted")
 	headerTimeout := f.duration("header-timeout", switchboard.DefaultHeaderTimeout, "how long a client may take to send a request's headers before the connection is closed")
 	idleTimeout := f.duration("idle-timeout", switchboard.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
+	acmeDomains := f.list("acme-domain", "serve HTTPS for this domain with a certificate obtained and renewed through ACME (Let's Encrypt); repeatable; --addr then defaults to :443 and --public-url to https://DOMAIN (see docs/deploy.md)")
+	acmeEmail := f.string("acme-email", "", "with --acme-domain: the address the CA sends expiry and problem notices to")
+	acmeDir := f.string("acme-dir", "", "with --acme-domain: the CA's ACME directory URL (default Let's Encrypt's production directory)")
+	acmeCache := f.string("acme-cache", "", "with --acme-domain: the directory the ACME account key and certificates are kept in (default: acme/ beside a SQLite database; required on PostgreSQL)")
+	acmeHTTP := f.string("acme-http-addr", "", "with --acme-domain: also listen here (e.g. :80) for ACME's HTTP-01 challenges, and redirect every other plain-HTTP GET to HTTPS")
+	acmeRoots := f.string("acme-ca-roots", "", "with --acme-domain: PEM file of the CA certificates the ACME directory's HTTPS is checked against, for a private ACME CA (default: the system's)")
 	if _, err := f.parse(args); err != nil {
 		return err
+	}
+	if len(*acmeDomains) > 0 && !f.given("addr") {
+		*addr = ":443"
+	}
+	if len(*acmeDomains) == 0 {
+		for _, name := range []string{"acme-email", "acme-dir", "acme-cache", "acme-http-addr", "acme-ca-roots"} {
+			if f.given(name) {
+				return fmt.Errorf("--%s needs --acme-domain", name)
+			}
+		}
 	}
 	for _, n := range []struct {
 		name string
@@ -75,5 +91,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		DebugAddr: *debugAddr, IdPSecret: *idpSecret, IdPJWKS: *idpJWKS, IdPIssuer: *idpIssuer, IdPAudience: *idpAudience,
 		TLSCert: *tlsCert, TLSKey: *tlsKey, PublicURL: *publicURL, PhoneOfflineAfter: *offlineAfter, DeviceValidFor: *validFor, DeviceOutcomeAfter: *outcomeAfter,
 		ProvidersFile: *providers, Getenv: getenv, DBMaxConns: *dbMaxConns, DBConnWait: *dbWait, DBWriters: *dbWriters, RedisTimeout: *redisTimeout, RedisCooldown: *redisCooldown,
-		MaxConns: *maxConns, HeaderTimeout: *headerTimeout, IdleTimeout: *idleTimeout})
+		MaxConns: *maxConns, HeaderTimeout: *headerTimeout, IdleTimeout: *idleTimeout,
+		ACME: switchboard.ACME{Domains: *acmeDomains, Email: *acmeEmail, Directory: *acmeDir, Cache: *acmeCache, HTTPAddr: *acmeHTTP, CARoots: *acmeRoots}})
 }
