@@ -45,6 +45,9 @@ func Backup(ctx context.Context, url, to string) (*BackupInfo, error) {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	start := time.Now()
+	if err := os.MkdirAll(filepath.Dir(to), 0o700); err != nil {
+		return nil, err
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(to), filepath.Base(to)+".tmp-*")
 	if err != nil {
 		return nil, err
