@@ -275,10 +275,6 @@ func Run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	linkConfigs, err := c.carrierLinks()
-	if err != nil {
-		return err
-	}
 	// One process serves a SQLite file (see LockSQLite), and the listener
 	// is up before anything is written: a start that fails here changes
 	// nothing a running node relies on.
@@ -307,6 +303,10 @@ func Run(ctx context.Context, c Config) error {
 				c.PublicURL += ":" + port
 			}
 		}
+	}
+	linkConfigs, err := c.carrierLinks()
+	if err != nil {
+		return err
 	}
 	bi := buildinfo.Read()
 	log.Info("starting", "version", bi.Version, "commit", bi.Commit, "schema", sqlstore.SchemaVersion())

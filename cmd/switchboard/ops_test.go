@@ -324,7 +324,8 @@ func TestOpsMainHelper(t *testing.T) {
 }
 
 // TestOpsExitStatus runs the real main in a child process: bad input exits
-// with status 1 and one line on stderr; success exits 0 with JSON on stdout.
+// with status 1 and one line on stderr; success exits 0 with JSON on stdout,
+// and --help exits 0 with the usage on stdout.
 func TestOpsExitStatus(t *testing.T) {
 	t.Parallel()
 	db := sqliteURL(t)
@@ -345,6 +346,12 @@ func TestOpsExitStatus(t *testing.T) {
 		return 0, out.String(), errOut.String()
 	}
 
+	for _, args := range [][]string{{"serve", "--help"}, {"tenant", "plan", "-h"}} {
+		code, stdout, stderr := runMain(args...)
+		if code != 0 || !strings.HasPrefix(stdout, "Usage: switchboard "+args[0]) || stderr != "" {
+			t.Errorf("switchboard %s: exit %d, stdout %q, stderr %q; want exit 0 and the usage on stdout", strings.Join(args, " "), code, stdout, stderr)
+		}
+	}
 	code, stdout, stderr := runMain("tenant", "create", "--name", "Acme")
 	var tn tenant
 	if code != 0 || json.Unmarshal([]byte(stdout), &tn) != nil || tn.ID == "" || stderr != "" {
@@ -356,6 +363,8 @@ func TestOpsExitStatus(t *testing.T) {
 		{"key", "activate", "01ARZ3NDEKTSV4RRFFQ69G5FAV"},
 		{"phone", "add", "--tenant", tn.ID, "--number", "12345"},
 		{"phone", "add", "--tenant", "01ARZ3NDEKTSV4RRFFQ69G5FAV", "--number", "+493012345678"},
+		{"serve", "--port", "8080"},
+		{"tenant"},
 	} {
 		code, stdout, stderr := runMain(args...)
 		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
