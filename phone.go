@@ -1,6 +1,7 @@
 package switchboard
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -366,10 +367,13 @@ type Pairing struct {
 // PairingTTL is how long a pairing code is valid.
 const PairingTTL = 15 * time.Minute
 
+// PairingCodeLength is the number of digits of a pairing code.
+const PairingCodeLength = 8
+
 // NewPairing returns a fresh code of 8 digits (the app's field takes
 // digits only) valid from now for PairingTTL.
 func NewPairing(now time.Time) (*Pairing, error) {
-	code, err := randomDigits(rand.Reader, 8)
+	code, err := randomDigits(rand.Reader, PairingCodeLength)
 	if err != nil {
 		return nil, err
 	}
@@ -392,8 +396,34 @@ func InboundSecret(token string) string {
 	return hex.EncodeToString(sum[:20])
 }
 
-// HashSecret returns the stored form of a pairing code, device token or
-// inbound secret: its SHA-256, in hex. Only the hash is stored.
+// IsPairingCode reports whether s has the shape of a pairing code: 8
+// digits. Anything else cannot be one, and needs no lookup.
+func IsPairingCode(s string) bool {
+	if len(s) != PairingCodeLength {
+		return false
+	}
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// HashPairingCode returns the stored form of a pairing code: its
+// HMAC-SHA256 keyed with the server's pairing key, in hex. A code has only
+// 10^8 values, so its bare SHA-256 would give itself up to anyone holding
+// the database (every code is hashed in under a second); without the key,
+// the stored form tells nothing.
+func HashPairingCode(key []byte, code string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(code))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// HashSecret returns the stored form of a device token or inbound secret
+// (random, of 160 bits or more): its SHA-256, in hex. Only the hash is
+// stored.
 func HashSecret(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	sb "github.com/switchboard/switchboard"
+	"github.com/switchboard/switchboard/clientip"
 )
 
 // Store is what authentication needs from storage.
@@ -129,7 +130,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, header, client string)
 		return nil, errInvalidKey
 	}
 	if client != "" {
-		client = clientKey(client)
+		client = clientip.KeyOf(client) // an IPv6 client by its /64
 	}
 	if _, ok := sb.ParseKeyText(text); !ok {
 		if a.idp != nil && looksLikeJWT(text) {

@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"net/netip"
 	"sync"
 	"time"
 
@@ -143,22 +142,6 @@ func (f *failureThrottle) fail(client string, now time.Time) {
 		tat = limit
 	}
 	f.tats[client] = tat
-}
-
-// clientKey is the throttle's key of a client address: the address, or for
-// IPv6 its /64 (one subscriber's network). An address that does not parse
-// is not throttled.
-func clientKey(addr string) string {
-	ip, err := netip.ParseAddr(addr)
-	if err != nil {
-		return ""
-	}
-	ip = ip.WithZone("").Unmap()
-	if ip.Is6() {
-		p, _ := ip.Prefix(64)
-		return p.String()
-	}
-	return ip.String()
 }
 
 // throttled returns the error for a client that must wait, or nil.

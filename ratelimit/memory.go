@@ -131,3 +131,28 @@ func (s *shard) sweep(now int64) {
 		s.peak = len(tats)
 	}
 }
+
+// Refund gives back one request of key that Allow allowed with the same
+// limit and period (a pairing attempt that succeeded, say): the key's TAT
+// moves back by one emission interval. A key whose bucket is full again
+// since has nothing to give back.
+func (m *Memory) Refund(_ context.Context, key string, limit int, period time.Duration) error {
+	interval, _, err := params(limit, period)
+	if err != nil {
+		return err
+	}
+	now := int64(m.clock().Sub(m.base))
+	s := &m.shards[maphash.String(m.seed, key)&(numShards-1)]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tat, known := s.tats[key]
+	if !known {
+		return nil
+	}
+	if tat -= int64(interval); tat <= now {
+		delete(s.tats, key)
+	} else {
+		s.tats[key] = tat
+	}
+	return nil
+}

@@ -38,6 +38,11 @@ ON CONFLICT (key) DO UPDATE SET
   seen = EXCLUDED.seen
 RETURNING tat, ok, seen`
 
+// pgRefund gives back one request of bucket $1: its TAT moves back by one
+// emission interval ($2, in microseconds). A TAT that falls before now
+// means a full bucket, as gcra reads it.
+const pgRefund = `UPDATE rate_limits SET tat = tat - $2 WHERE key = $1`
+
 // pgSweep forgets the buckets that are full again, which an absent row
 // means as well.
 const pgSweep = `DELETE FROM rate_limits WHERE tat < (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
@@ -73,6 +78,19 @@ func (p *Postgres) Allow(ctx context.Context, key string, limit int, period time
 	}
 	d, _ := gcra(now, tat, interval, window, limit)
 	return d, nil
+}
+
+// Refund gives back one request of key that Allow allowed with the same
+// limit and period, as [Memory.Refund] does.
+func (p *Postgres) Refund(ctx context.Context, key string, limit int, period time.Duration) error {
+	interval, _, err := params(limit, period)
+	if err != nil {
+		return err
+	}
+	if _, err := p.db.ExecRows(ctx, pgRefund, key, interval.Microseconds()); err != nil {
+		return fmt.Errorf("ratelimit: postgres: %w", err)
+	}
+	return nil
 }
 
 // Sweep deletes the buckets that are full again and returns how many.

@@ -114,3 +114,86 @@ func TestPostgresSweep(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestPostgresAfterIdle: a key that was idle has a full bucket, not more:
+// limit 10 a second, a burst of 10, 2 s idle, then 30 attempts in a row
+// allow 10, and one more for each tenth of a second the attempts took (the
+// bucket refills meanwhile). A TAT left in the past by the idle time (the
+// statement without GREATEST(tat, now)) would allow 20 here, and a key idle
+// for an hour its whole backlog.
+func TestPostgresAfterIdle(t *testing.T) {
+	db, _ := newTestPostgres(t)
+	lim := NewPostgres(SQLDB{db})
+	ctx := context.Background()
+	const limit, period = 10, time.Second
+	attempt := func() bool {
+		d, err := lim.Allow(ctx, "idle", limit, period)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Allowed
+	}
+	for i := range limit {
+		if !attempt() {
+			t.Fatalf("the burst's attempt %d was refused", i)
+		}
+	}
+	time.Sleep(2 * period) // the subject of the test: the key stays idle
+	start := time.Now()
+	allowed := 0
+	for range 3 * limit {
+		if attempt() {
+			allowed++
+		}
+	}
+	took := time.Since(start)
+	refilled := int((took + period/limit - 1) / (period / limit))
+	if allowed < limit || allowed > limit+refilled {
+		t.Errorf("after 2 s idle, 30 attempts in %v allowed %d, want %d to %d (a full bucket, and what refilled while they ran)",
+			took, allowed, limit, limit+refilled)
+	}
+}
+
+// TestRefund: a refunded request is one more allowed, once; a refund of a
+// key whose bucket is full changes nothing.
+func TestRefund(t *testing.T) {
+	type refunder interface {
+		Limiter
+		Refund(ctx context.Context, key string, limit int, period time.Duration) error
+	}
+	test := func(t *testing.T, lim refunder) {
+		ctx := context.Background()
+		allowed := func() bool {
+			d, err := lim.Allow(ctx, "k", 3, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d.Allowed
+		}
+		if err := lim.Refund(ctx, "k", 3, time.Hour); err != nil { // a full bucket: nothing to give back
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			if !allowed() {
+				t.Fatalf("attempt %d refused", i)
+			}
+		}
+		if allowed() {
+			t.Fatal("a fourth of 3 allowed")
+		}
+		if err := lim.Refund(ctx, "k", 3, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if !allowed() {
+			t.Fatal("the refunded request was refused")
+		}
+		if allowed() {
+			t.Fatal("a refund gave back more than one request")
+		}
+	}
+	t.Run("memory", func(t *testing.T) { test(t, NewMemory(nil)) })
+	t.Run("postgres", func(t *testing.T) {
+		db, _ := newTestPostgres(t)
+		test(t, NewPostgres(SQLDB{db}))
+	})
+}

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
@@ -27,6 +28,7 @@ import (
 	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/auth"
 	"github.com/switchboard/switchboard/campaign"
+	"github.com/switchboard/switchboard/clientip"
 	"github.com/switchboard/switchboard/dashboard"
 	"github.com/switchboard/switchboard/delivery"
 	"github.com/switchboard/switchboard/httpapi"
@@ -128,6 +130,15 @@ type Config struct {
 	MaxConns      int
 	HeaderTimeout time.Duration
 	IdleTimeout   time.Duration
+	// PairingSecret keys the stored form of pairing codes; every node of
+	// a database needs the same (see sqlstore/pairingkey.go for where the
+	// key comes from without it).
+	PairingSecret string
+	// TrustedProxies lists the reverse proxies (addresses and prefixes,
+	// comma-separated) whose X-Forwarded-For names the client that the
+	// per-client limits count; empty: every client is the connection's
+	// peer.
+	TrustedProxies string
 }
 
 func (c *Config) defaults() {
@@ -252,6 +263,10 @@ func Run(ctx context.Context, c Config) error {
 	if c.HeartbeatInterval < 0 || c.NodeDeadAfter < 2*c.HeartbeatInterval {
 		return fmt.Errorf("--node-dead-after (%v) must be at least twice --heartbeat-interval (%v): one late beat must not make a node dead", c.NodeDeadAfter, c.HeartbeatInterval)
 	}
+	proxies, err := clientip.ParseProxies(c.TrustedProxies)
+	if err != nil {
+		return fmt.Errorf("--trusted-proxies: %w", err)
+	}
 	slog.SetDefault(log)
 	plans, err := sb.LoadPlans(c.PlansFile)
 	if err != nil {
@@ -311,7 +326,7 @@ func Run(ctx context.Context, c Config) error {
 	bi := buildinfo.Read()
 	log.Info("starting", "version", bi.Version, "commit", bi.Commit, "schema", sqlstore.SchemaVersion())
 	db, err := sqlstore.OpenOptions(ctx, c.Database, sqlstore.Options{MaxConns: c.DBMaxConns, ConnWait: c.DBConnWait, Writers: c.DBWriters, Log: log,
-		HostNodes: func(n int) { processProcs.hostNodes(n, log) }})
+		HostNodes: func(n int) { processProcs.hostNodes(n, log) }, PairingSecret: c.PairingSecret})
 	if err != nil {
 		return err
 	}
@@ -378,7 +393,11 @@ func Run(ctx context.Context, c Config) error {
 	reg.MustRegister(newStoreCollector(db, routing, log), newRedeliveryCollector(db, sim, log), newLimitsCollector(db))
 	observer := delivery.NewObserver(reg, log)
 	db.SetObserver(observer.Observe)
-	devices := android.New(android.Config{Store: db, Routing: routing, ValidFor: c.DeviceValidFor, PublicURL: c.PublicURL, Limiter: limiter, Registry: reg, Log: log})
+	devCfg := android.Config{Store: db, Routing: routing, ValidFor: c.DeviceValidFor, PublicURL: c.PublicURL, Limiter: limiter, Registry: reg, Log: log}
+	if limiter.pg != nil {
+		devCfg.Shared = limiter.pg // pairing attempts are counted across nodes
+	}
+	devices := android.New(devCfg)
 	if err := startupWarnings(ctx, log, db, c); err != nil {
 		return err
 	}
@@ -416,7 +435,10 @@ func Run(ctx context.Context, c Config) error {
 
 	ln := limitConns(tcp, c.MaxConns)
 	reg.MustRegister(newNodeCollector(db, limiter, ln, c.MaxConns))
-	srv := newHTTPServer(api, c, log)
+	srv := newHTTPServer(proxies.Middleware(api, func(peer netip.Addr) {
+		log.Warn("requests carry X-Forwarded-For from a peer that --trusted-proxies does not name: "+
+			"every client behind it shares its address's limits (failed authentication, pairing, connections)", "peer", peer.String())
+	}), c, log)
 	srv.RegisterOnShutdown(devices.Shutdown) // the devices' event streams never end on their own
 
 	// On PostgreSQL the node beats in the nodes table from before its
@@ -528,6 +550,10 @@ func startupWarnings(ctx context.Context, log *slog.Logger, db *sqlstore.DB, c C
 	if c.AllowPrivateWebhooks {
 		log.Warn("webhooks may reach loopback and private addresses (--allow-private-webhooks): " +
 			"a development setting; never use it on a server that takes webhook urls from people you do not trust")
+	}
+	if db.PairingKeySource() == sqlstore.PairingKeyDatabase {
+		log.Warn("pairing codes are keyed with a secret kept in the database, so a copy of the database could tell the codes live at that moment: " +
+			"set --pairing-secret (the same on every node) to keep it out")
 	}
 	phones, tenants, err := db.SimulatedPhones(ctx)
 	if err != nil {

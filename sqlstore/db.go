@@ -83,6 +83,10 @@ type DB struct {
 	walFull         atomic.Bool  // SQLite: the WAL should start over (see restartWAL)
 	walRestartPages atomic.Int64 // SQLite: the WAL length that asks for it
 
+	// pairingKey keys the stored form of pairing codes (pairingkey.go).
+	pairingKey       []byte
+	pairingKeySource string
+
 	// routing decides which phones can take a message (SetRouting);
 	// phoneCache keeps tenants' phones with their use (see phoneCache).
 	routing    sb.Routing
@@ -202,6 +206,10 @@ func OpenOptions(ctx context.Context, url string, opt Options) (*DB, error) {
 		return nil, err
 	}
 	if err := db.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := db.loadPairingKey(ctx, opt.PairingSecret); err != nil {
 		db.Close()
 		return nil, err
 	}

@@ -70,7 +70,7 @@ func (db *DB) AddPhone(ctx context.Context, p *sb.Phone, pairing *sb.Pairing) er
 	}
 	var pairHash, pairExp any
 	if pairing != nil {
-		pairHash, pairExp = sb.HashSecret(pairing.Code), sb.Micros(pairing.ExpiresAt)
+		pairHash, pairExp = db.pairingHash(pairing.Code), sb.Micros(pairing.ExpiresAt)
 	}
 	err := db.Write(ctx, func(tx *Tx) error {
 		var existing string
@@ -317,7 +317,7 @@ func (t *Tx) phonesChanged(ctx context.Context, tenantID string) error {
 // SetPairing gives one of the tenant's android phones a new pairing code;
 // its earlier code stops working.
 func (db *DB) SetPairing(ctx context.Context, tenantID, id string, pairing *sb.Pairing) error {
-	hash := sb.HashSecret(pairing.Code)
+	hash := db.pairingHash(pairing.Code)
 	return db.Write(ctx, func(tx *Tx) error {
 		var kind string
 		err := tx.queryRow(ctx, `SELECT kind FROM phones WHERE tenant_id = ? AND id = ?`, tenantID, id).Scan(&kind)
@@ -351,7 +351,7 @@ func (db *DB) PairDevice(ctx context.Context, code string, dev *sb.Device, creds
 	var id string
 	err := db.Write(ctx, func(tx *Tx) error {
 		err := tx.queryRow(ctx, `SELECT id FROM phones WHERE pairing_hash = ? AND pairing_expires_at > ?`,
-			sb.HashSecret(code), sb.Micros(now)).Scan(&id)
+			db.pairingHash(code), sb.Micros(now)).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			return errBadCode
 		}

@@ -52,6 +52,10 @@ type Options struct {
 	// node with how many live nodes, this one included, run on its
 	// machine (see Heartbeat).
 	HostNodes func(n int)
+	// PairingSecret, when set (at least MinPairingSecret characters),
+	// keys the stored form of pairing codes; see pairingkey.go for where
+	// the key comes from without it.
+	PairingSecret string
 }
 
 func (o *Options) defaults() {

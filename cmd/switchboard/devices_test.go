@@ -95,7 +95,15 @@ func devPhone(t testing.TB, s *server, key string, extra map[string]any) (id, nu
 		body[k] = v
 	}
 	d := phoneCreate(t, s, key, body)
-	return d["id"].(string), d["number"].(string), d["pairing"].(map[string]any)["code"].(string)
+	id, number, code = d["id"].(string), d["number"].(string), d["pairing"].(map[string]any)["code"].(string)
+	for strings.HasPrefix(code, "0000") { // the wrong codes of devPairBurst
+		r := s.do(t, "POST", "/v1/phones/"+id+"/pairing", key, nil)
+		if r.Status != 200 {
+			t.Fatalf("a new pairing code: %d %s", r.Status, r.Raw)
+		}
+		code = r.Data()["code"].(string)
+	}
+	return id, number, code
 }
 
 // devAgent pairs a reference device with code and, when run, holds its
@@ -296,41 +304,119 @@ func TestDevicePairing(t *testing.T) {
 	})
 }
 
-// TestDevicePairingRateLimited: failed attempts from one address are cut
-// off, so that a code cannot be guessed in its lifetime.
+// TestDevicePairingRateLimited: pairing attempts are counted before their
+// code is looked up, per client and per node, so that a code cannot be
+// guessed in its lifetime: a burst of wrong codes sent at once from one
+// address gets 401 for the client's budget and 429 (with Retry-After) for
+// the rest. A pairing that succeeds counts for nothing, and a code that
+// cannot be one (not 8 digits) is 401 without counting.
 func TestDevicePairingRateLimited(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, sqliteURL(t), devArgs...)
 	tn := msgTenant(t, s.DB)
-	// Pairings that succeed count for nothing: many phones pair from one
-	// address.
+	// Many phones pair from one address.
 	for i := range 12 {
 		_, _, code := devPhone(t, s, tn.Live, nil)
 		if status := devRegisterStatus(t, s, code); status != 201 {
 			t.Fatalf("pairing %d: %d", i, status)
 		}
 	}
-	_, _, code := devPhone(t, s, tn.Live, nil)
-	limited := false
-	for i := 0; i < 12 && !limited; i++ {
-		switch status := devRegisterStatus(t, s, "1234567"+string(rune('0'+i%10))); status {
-		case 401:
-		case 429:
-			limited = true
-			if i < 10 {
-				t.Errorf("limited after %d attempts, want 10 allowed a minute", i)
-			}
-		default:
-			t.Fatalf("attempt %d: %d", i, status)
+	for _, bad := range []string{"1234567", "123456789", "abcdefgh"} {
+		if status := devRegisterStatus(t, s, bad); status != 401 {
+			t.Errorf("the code %q: %d, want 401", bad, status)
 		}
 	}
-	if !limited {
-		t.Fatal("12 wrong codes in a row were all tried")
+	_, _, code := devPhone(t, s, tn.Live, nil)
+	start := time.Now()
+	got := devPairBurst(t, s, 100, "")
+	most := 10 + int(time.Since(start)/(6*time.Second))
+	if got[401] < 10 || got[401] > most || got[401]+got[429] != 100 {
+		t.Errorf("100 wrong codes at once from one address: %v, want 10 to %d 401s and 429 for the rest", got, most)
 	}
 	// While limited, even the right code waits.
 	if status := devRegisterStatus(t, s, code); status != 429 {
 		t.Errorf("the right code while limited: %d, want 429", status)
 	}
+	eventually(t, 10*time.Second, "the metrics of the refusals", func() bool {
+		m := scrapeSeries(t, s.URL)
+		return m[`switchboard_device_pairing_limited_total{limit="client"}`] >= float64(100-most+1) &&
+			m[`switchboard_device_pairings_total{result="paired"}`] == 12
+	})
+}
+
+// TestDevicePairingBehindProxy: behind a reverse proxy named by
+// --trusted-proxies, each client behind it has its own pairing budget
+// (the address X-Forwarded-For gives), so one client's wrong codes do not
+// lock the others out; without the flag, the proxy is the client, and the
+// node warns that requests carry X-Forwarded-For.
+func TestDevicePairingBehindProxy(t *testing.T) {
+	t.Parallel()
+	for _, trusted := range []bool{true, false} {
+		t.Run(map[bool]string{true: "trusted", false: "not trusted"}[trusted], func(t *testing.T) {
+			t.Parallel()
+			args := devArgs
+			if trusted {
+				args = append(slices.Clone(devArgs), "--trusted-proxies", "127.0.0.0/8, ::1")
+			}
+			s := startServer(t, sqliteURL(t), args...)
+			tn := msgTenant(t, s.DB)
+			_, _, code := devPhone(t, s, tn.Live, nil)
+			if got := devPairBurst(t, s, 15, "198.51.100.1"); got[429] == 0 {
+				t.Fatalf("15 wrong codes from one client: %v, want 429s", got)
+			}
+			status := devPairFrom(t, s, code, "203.0.113.5, 198.51.100.200") // the rightmost untrusted hop is the client
+			switch {
+			case trusted && status != 201:
+				t.Errorf("another client behind the proxy, with a live code: %d, want 201", status)
+			case !trusted && status != 429:
+				t.Errorf("another client behind a proxy that is not trusted: %d, want 429 (the proxy is the client)", status)
+			}
+			warned := strings.Contains(s.logs.String(), "X-Forwarded-For from a peer that --trusted-proxies does not name")
+			if warned == trusted {
+				t.Errorf("warned about X-Forwarded-For: %v, with the proxy trusted: %v", warned, trusted)
+			}
+		})
+	}
+}
+
+// devPairFrom tries to pair with code, with X-Forwarded-For: xff when xff
+// is set, and returns the status.
+func devPairFrom(t testing.TB, s *server, code, xff string) int {
+	req, _ := http.NewRequest("POST", devURL(s)+"/device", strings.NewReader(`{"name":"test"}`))
+	req.Header.Set("Authorization", "Code "+code)
+	if xff != "" {
+		req.Header.Set("X-Forwarded-For", xff)
+	}
+	res, err := devClient.Do(req)
+	if err != nil {
+		t.Errorf("pairing: %v", err)
+		return 0
+	}
+	defer res.Body.Close()
+	io.Copy(io.Discard, res.Body)
+	if res.StatusCode == 429 && res.Header.Get("Retry-After") == "" {
+		t.Errorf("429 without Retry-After")
+	}
+	return res.StatusCode
+}
+
+// devPairBurst sends n wrong codes at once (well-formed, 8 digits starting
+// with 0000, which devPhone never hands out) and returns how many answers
+// had each status.
+func devPairBurst(t testing.TB, s *server, n int, xff string) map[int]int {
+	var mu sync.Mutex
+	got := map[int]int{}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			st := devPairFrom(t, s, fmt.Sprintf("0000%04d", i), xff)
+			mu.Lock()
+			got[st]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return got
 }
 
 func isStatus(err error, status int) bool {

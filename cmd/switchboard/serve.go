@@ -52,6 +52,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	acmeCache := f.string("acme-cache", "", "with --acme-domain: the directory the ACME account key and certificates are kept in (default: acme/ beside a SQLite database; required on PostgreSQL)")
 	acmeHTTP := f.string("acme-http-addr", "", "with --acme-domain: also listen here (e.g. :80) for ACME's HTTP-01 challenges, and redirect every other plain-HTTP GET to HTTPS")
 	acmeRoots := f.string("acme-ca-roots", "", "with --acme-domain: PEM file of the CA certificates the ACME directory's HTTPS is checked against, for a private ACME CA (default: the system's)")
+	pairingSecret := f.string("pairing-secret", "", "a secret of at least 32 characters that keys the stored form of pairing codes; the same on every node (default: a key in a file beside a SQLite database, or in a PostgreSQL database's server_secrets table); prefer the environment variable")
+	trustedProxies := f.string("trusted-proxies", "", "comma-separated addresses or prefixes (10.0.0.0/8, ::1) of the reverse proxies in front of this node: behind them, the client that per-address limits count is the one X-Forwarded-For names (default: none, every client is the connection's peer)")
 	if _, err := f.parse(args); err != nil {
 		return err
 	}
@@ -91,6 +93,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		DebugAddr: *debugAddr, IdPSecret: *idpSecret, IdPJWKS: *idpJWKS, IdPIssuer: *idpIssuer, IdPAudience: *idpAudience,
 		TLSCert: *tlsCert, TLSKey: *tlsKey, PublicURL: *publicURL, PhoneOfflineAfter: *offlineAfter, DeviceValidFor: *validFor, DeviceOutcomeAfter: *outcomeAfter,
 		ProvidersFile: *providers, Getenv: getenv, DBMaxConns: *dbMaxConns, DBConnWait: *dbWait, DBWriters: *dbWriters, RedisTimeout: *redisTimeout, RedisCooldown: *redisCooldown,
-		MaxConns: *maxConns, HeaderTimeout: *headerTimeout, IdleTimeout: *idleTimeout,
+		MaxConns: *maxConns, HeaderTimeout: *headerTimeout, IdleTimeout: *idleTimeout, TrustedProxies: *trustedProxies, PairingSecret: *pairingSecret,
 		ACME: switchboard.ACME{Domains: *acmeDomains, Email: *acmeEmail, Directory: *acmeDir, Cache: *acmeCache, HTTPAddr: *acmeHTTP, CARoots: *acmeRoots}})
 }

@@ -2,7 +2,6 @@ package android
 
 import (
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -155,53 +154,5 @@ func (p *pacing) stop() {
 	p.done = true
 	for _, t := range p.timers {
 		t.Stop()
-	}
-}
-
-// Pairing limits: a pairing code has 8 digits and lives 15 minutes, so
-// failed attempts are bounded per client address and in all (see
-// docs/phones.md). A pairing that succeeds counts for nothing.
-const (
-	pairFailuresPerClient = 10 // a minute
-	pairFailuresInAll     = 60 // a minute
-)
-
-// pairingLimits counts failed pairing attempts in fixed windows of a
-// minute.
-type pairingLimits struct {
-	mu       sync.Mutex
-	window   time.Time
-	clients  map[string]int
-	failures int
-}
-
-func (p *pairingLimits) init() { p.clients = map[string]int{} }
-
-// allow says whether client may try a code at now, and if not, the
-// Retry-After value.
-func (p *pairingLimits) allow(client string, now time.Time) (string, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.roll(now)
-	if p.failures >= pairFailuresInAll || p.clients[client] >= pairFailuresPerClient {
-		return strconv.Itoa(max(1, int(p.window.Add(time.Minute).Sub(now).Seconds()+0.999))), false
-	}
-	return "", true
-}
-
-// failed counts a failed attempt of client.
-func (p *pairingLimits) failed(client string, now time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.roll(now)
-	p.clients[client]++
-	p.failures++
-}
-
-func (p *pairingLimits) roll(now time.Time) {
-	if now.Sub(p.window) >= time.Minute {
-		p.window = now
-		p.failures = 0
-		clear(p.clients)
 	}
 }

@@ -18,6 +18,8 @@ type metrics struct {
 	inboundDropped *prometheus.CounterVec
 	inboundLimited prometheus.Counter
 	pairings       *prometheus.CounterVec
+	// pairingLimited counts the attempts refused by each pairing budget.
+	pairingLimited *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, st *streams) metrics {
@@ -38,6 +40,8 @@ func newMetrics(reg prometheus.Registerer, st *streams) metrics {
 			Help: "Inbound callbacks of Android devices answered 429: the phone posted more than 60 texts a minute (the app retries them)."}),
 		pairings: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_device_pairings_total",
 			Help: "Pairing attempts by result: paired, refused (a wrong, used or expired code) or limited (too many attempts)."}, []string{"result"}),
+		pairingLimited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_device_pairing_limited_total",
+			Help: "Pairing attempts answered 429 before their code was looked up, by the budget that refused them: client (one address), node (this node in all) or cluster (all nodes, through the database)."}, []string{"limit"}),
 	}
 	for _, reason := range []string{dropMalformed, dropNoID, dropEmpty, dropSender} {
 		m.inboundDropped.WithLabelValues(reason)
@@ -45,7 +49,7 @@ func newMetrics(reg prometheus.Registerer, st *streams) metrics {
 	if reg != nil {
 		streams := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchboard_device_streams",
 			Help: "Phones whose device holds an event stream open on this node."}, func() float64 { return float64(st.count()) })
-		reg.MustRegister(m.handed, m.reports, m.moved, m.unknown, m.inbound, m.inboundDropped, m.inboundLimited, m.pairings, streams)
+		reg.MustRegister(m.handed, m.reports, m.moved, m.unknown, m.inbound, m.inboundDropped, m.inboundLimited, m.pairings, m.pairingLimited, streams)
 	}
 	return m
 }

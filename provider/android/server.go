@@ -31,6 +31,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	sb "github.com/switchboard/switchboard"
+	"github.com/switchboard/switchboard/clientip"
 	"github.com/switchboard/switchboard/phonenum"
 	"github.com/switchboard/switchboard/ratelimit"
 )
@@ -68,6 +69,10 @@ type Config struct {
 	// Limiter counts the inbound texts of each phone (InboundPerMinute);
 	// nil: one of this process.
 	Limiter ratelimit.Limiter
+	// Shared, when set, counts pairing attempts across the nodes that
+	// share it (ratelimit.Postgres on PostgreSQL); each node also limits
+	// its own (see limits.go).
+	Shared Counter
 	// Registry, when set, gets the protocol's metrics.
 	Registry prometheus.Registerer
 	// Log receives the protocol's log lines (default slog.Default()).
@@ -128,7 +133,7 @@ func New(cfg Config) *Server {
 		touchGap:  min(15*time.Second, cfg.Routing.OfflineAfter/4)}
 	s.streams.init()
 	s.pacing.init()
-	s.pairs.init()
+	s.pairs.init(cfg.Shared, nil)
 	s.metrics = newMetrics(cfg.Registry, &s.streams)
 	cfg.Store.OnPhoneWork(s.streams.wake)
 	s.mux.HandleFunc("POST "+Prefix+"/device", s.register)
@@ -305,11 +310,23 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "A pairing code is required: Authorization: Code <code> (or Bearer <code>).")
 		return
 	}
+	if !sb.IsPairingCode(code) { // cannot be one: no lookup, nothing counted
+		s.metrics.pairings.WithLabelValues("refused").Inc()
+		writeError(w, http.StatusUnauthorized, "The pairing code is unknown, used or expired.")
+		return
+	}
 	now := s.cfg.Now()
-	client := clientAddr(r)
-	if wait, ok := s.pairs.allow(client, now); !ok {
+	client := clientip.KeyOf(r.RemoteAddr)
+	limit, wait, err := s.pairs.take(r.Context(), client)
+	if err != nil {
+		s.cfg.Log.Error("counting a pairing attempt", "err", err)
+		writeError(w, http.StatusServiceUnavailable, "Pairing is unavailable for a moment. Try again.")
+		return
+	}
+	if limit != "" {
 		s.metrics.pairings.WithLabelValues("limited").Inc()
-		w.Header().Set("Retry-After", wait)
+		s.metrics.pairingLimited.WithLabelValues(limit).Inc()
+		w.Header().Set("Retry-After", strconv.Itoa(wait))
 		writeError(w, http.StatusTooManyRequests, "Too many pairing attempts. Wait and try again.")
 		return
 	}
@@ -337,13 +354,13 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	ph, err := s.cfg.Store.PairDevice(r.Context(), code, dev, sb.DeviceCredentials{Token: token, InboundSecret: sb.InboundSecret(token)}, now.UTC())
 	if err != nil {
 		if sb.ErrorCode(err) == sb.CodeInvalidToken {
-			s.pairs.failed(client, now)
 			s.metrics.pairings.WithLabelValues("refused").Inc()
 			s.cfg.Log.Info("device pairing refused", "client", client)
 		}
 		s.fail(w, r, err)
 		return
 	}
+	s.pairs.refund(r.Context(), client)
 	s.metrics.pairings.WithLabelValues("paired").Inc()
 	s.cfg.Log.Info("device paired", "tenant_id", ph.TenantID, "phone_id", ph.ID, "device_id", id, "device_name", name)
 	s.streams.wake(ph.ID) // a device paired before ends its stream at its next beat
