@@ -72,7 +72,9 @@ func benchDevicesRun(ctx context.Context, env *benchEnv, o benchOptions, stdout 
 	debug := ln.Addr().String()
 	ln.Close()
 	child, err := benchStartChild(ctx, env.binary, []string{"--addr", "127.0.0.1:0", "--database", db, "--plans", env.plans,
-		"--log-level", "info", "--phone-offline-after", "2m", "--debug-addr", debug}, env.stderr, "server: ")
+		"--log-level", "info", "--phone-offline-after", "2m", "--debug-addr", debug,
+		"--max-conns-per-addr", "0", // every device connects from 127.0.0.1
+	}, env.stderr, "server: ")
 	if err != nil {
 		return fmt.Errorf("bench: devices: %w", err)
 	}

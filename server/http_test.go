@@ -3,38 +3,70 @@ package server
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchboard/switchboard/clientip"
 )
 
 // startHTTP serves a handler that answers 200 "ok" with the HTTP limits of
 // c, as Run does, and returns the address and the connection limiter.
 func startHTTP(t *testing.T, c Config) (string, *connLimiter) {
 	t.Helper()
+	addr, ln, _ := startHTTPHold(t, c)
+	return addr, ln
+}
+
+// startHTTPHold is startHTTP whose handler, for GET /hold, answers only
+// once release is closed (or its client goes away): the connection stays
+// active until then.
+func startHTTPHold(t *testing.T, c Config) (string, *connLimiter, chan struct{}) {
+	t.Helper()
 	c.defaults()
 	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := limitConns(tcp, c.MaxConns)
+	proxies, err := clientip.ParseProxies(c.TrustedProxies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	ln := limitConns(tcp, c.MaxConns, c.MaxConnsPerAddr, proxies)
 	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			select {
+			case <-release:
+			case <-r.Context().Done(): // the client went away
+			}
+		}
 		io.WriteString(w, "ok")
-	}), c, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}), c, ln, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	return tcp.Addr().String(), ln
+	return tcp.Addr().String(), ln, release
 }
 
 func dial(t *testing.T, addr string) net.Conn {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
+	return dialFrom(t, "127.0.0.1", addr)
+}
+
+// dialFrom connects to addr from the loopback address from (127.0.0.2 is
+// another client of the same machine).
+func dialFrom(t *testing.T, from, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,31 +153,26 @@ func heapInUse() int64 {
 	return int64(m.HeapInuse)
 }
 
-// TestConnectionCap: at the cap, a new connection waits to be accepted
-// while the open ones are served; it is served once one closes.
+// TestConnectionCap: at the cap, with every connection busy, a new one
+// waits to be accepted while the open ones are served; it is served once
+// one closes.
 func TestConnectionCap(t *testing.T) {
-	addr, ln := startHTTP(t, Config{MaxConns: 2})
+	addr, ln, release := startHTTPHold(t, Config{MaxConns: 2})
 	c1, c2 := dial(t, addr), dial(t, addr)
-	br1, br2 := bufio.NewReader(c1), bufio.NewReader(c2)
+	br1 := bufio.NewReader(c1)
 	roundTrip(t, c1, br1, "")
-	roundTrip(t, c2, br2, "")
+	holdOn(t, c2) // busy until release
+	waitUntil(t, "c1 idle", func() bool { return ln.idleCount() == 1 })
+	holdOn(t, c1) // both busy now
+	waitUntil(t, "c1 busy", func() bool { return ln.idleCount() == 0 })
 
 	c3 := dial(t, addr) // the kernel completes the handshake; the server does not accept it
 	if _, err := io.WriteString(c3, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !ln.waiting.Load() {
-		if time.Now().After(deadline) {
-			t.Fatal("Accept never waited for a slot")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitUntil(t, "Accept to wait for a slot", ln.waiting.Load)
 	if n := ln.open.Load(); n != 2 {
 		t.Fatalf("%d connections open at a cap of 2", n)
-	}
-	if got := roundTrip(t, c1, br1, ""); got != http.StatusOK {
-		t.Errorf("an open connection at the cap: %d", got)
 	}
 	c3.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
 	if _, err := c3.Read(make([]byte, 1)); err == nil {
@@ -165,5 +192,176 @@ func TestConnectionCap(t *testing.T) {
 	}
 	if w := ln.waits.Load(); w < 1 {
 		t.Errorf("waits = %d", w)
+	}
+	close(release)
+}
+
+// TestIdleConnectionsReclaimed: idle keep-alive connections cannot keep a
+// new client out: at the cap, the longest idle one is closed and the new
+// one served at once (the attack: --max-conns idle connections without a
+// key held a node for --idle-timeout).
+func TestIdleConnectionsReclaimed(t *testing.T) {
+	addr, ln := startHTTP(t, Config{MaxConns: 5, MaxConnsPerAddr: -1})
+	for i := range 5 {
+		c := dialFrom(t, fmt.Sprintf("127.0.0.%d", 10+i), addr)
+		roundTrip(t, c, bufio.NewReader(c), "")
+	}
+	waitUntil(t, "five idle connections", func() bool { return ln.idleCount() == 5 })
+	c := dialFrom(t, "127.0.0.20", addr)
+	if got := roundTrip(t, c, bufio.NewReader(c), ""); got != http.StatusOK {
+		t.Errorf("a new client at the cap: %d", got)
+	}
+	if n := ln.reclaimed.Load(); n != 1 {
+		t.Errorf("%d idle connections closed, want 1", n)
+	}
+	if n := ln.open.Load(); n != 5 {
+		t.Errorf("%d open at a cap of 5", n)
+	}
+}
+
+// TestConnectionsPerAddress: one address (an IPv4 one here) holds at most
+// --max-conns-per-addr connections: past it, a new one closes its longest
+// idle connection, or with none idle is closed at once, while another
+// address is served; a trusted proxy is not capped.
+func TestConnectionsPerAddress(t *testing.T) {
+	addr, ln, release := startHTTPHold(t, Config{MaxConns: 100, MaxConnsPerAddr: 3, TrustedProxies: "127.0.0.3"})
+	busy := make([]net.Conn, 3)
+	for i := range busy {
+		busy[i] = dialFrom(t, "127.0.0.1", addr)
+		holdOn(t, busy[i])
+	}
+	waitUntil(t, "three connections open", func() bool { return ln.open.Load() == 3 })
+	over := dialFrom(t, "127.0.0.1", addr)
+	over.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if n, err := over.Read(make([]byte, 1)); err == nil || n > 0 {
+		t.Fatalf("a fourth connection of one address: read %d bytes, %v; want it closed", n, err)
+	}
+	if n := ln.refused.Load(); n != 1 {
+		t.Errorf("refused %d, want 1", n)
+	}
+	other := dialFrom(t, "127.0.0.2", addr)
+	if got := roundTrip(t, other, bufio.NewReader(other), ""); got != http.StatusOK {
+		t.Errorf("another address while the first is at its cap: %d", got)
+	}
+	for range 5 { // a trusted proxy's connections, all busy
+		c := dialFrom(t, "127.0.0.3", addr)
+		holdOn(t, c)
+		busy = append(busy, c)
+	}
+	waitUntil(t, "the proxy's five connections open beside the others", func() bool { return ln.open.Load() == 3+1+5 })
+	if n := ln.refused.Load(); n != 1 {
+		t.Errorf("refused %d, want 1: a trusted proxy is not capped", n)
+	}
+	close(release)
+	for _, c := range busy {
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+	}
+	waitUntil(t, "the address's connections idle", func() bool { return ln.idleCount() >= 3 })
+	c := dialFrom(t, "127.0.0.1", addr) // closes one of its idle ones
+	if got := roundTrip(t, c, bufio.NewReader(c), ""); got != http.StatusOK {
+		t.Errorf("a connection of the address with idle ones: %d", got)
+	}
+	if n := ln.reclaimed.Load(); n != 1 {
+		t.Errorf("reclaimed %d, want 1", n)
+	}
+}
+
+// holdOn sends GET /hold on c: the connection stays busy until the test's
+// release.
+func holdOn(t *testing.T, c net.Conn) {
+	t.Helper()
+	if _, err := io.WriteString(c, "GET /hold HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (l *connLimiter) idleCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.idle)
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestHTTP2StreamsCounted: with TLS served directly, each HTTP/2 request in
+// progress counts against the caps as a connection does: one connection
+// cannot carry more requests than its address may hold connections (the
+// connection itself is one of them); the request over the cap answers 429
+// with Retry-After while the others go on.
+func TestHTTP2StreamsCounted(t *testing.T) {
+	c := Config{MaxConns: 100, MaxConnsPerAddr: 3}
+	c.defaults()
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := limitConns(tcp, c.MaxConns, c.MaxConnsPerAddr, clientip.Proxies{})
+	release := make(chan struct{})
+	ts := httptest.NewUnstartedServer(nil)
+	ts.Listener.Close()
+	ts.Listener = ln
+	ts.Config = newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			<-release
+		}
+		io.WriteString(w, r.Proto)
+	}), c, ln, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ts.EnableHTTP2 = true
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	client := ts.Client()
+
+	get := func(path string) (int, string) {
+		res, err := client.Get(ts.URL + path)
+		if err != nil {
+			t.Error(err)
+			return 0, ""
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		if res.StatusCode == http.StatusTooManyRequests && res.Header.Get("Retry-After") == "" {
+			t.Error("429 without Retry-After")
+		}
+		return res.StatusCode, string(b)
+	}
+	if st, proto := get("/"); st != 200 || proto != "HTTP/2.0" {
+		t.Fatalf("a request: %d over %s, want 200 over HTTP/2.0", st, proto)
+	}
+	done := make(chan int, 2)
+	for range 2 {
+		go func() { st, _ := get("/hold"); done <- st }()
+	}
+	waitUntil(t, "two requests in progress", func() bool {
+		ln.mu.Lock()
+		defer ln.mu.Unlock()
+		return ln.byAddr["127.0.0.1"] == 3
+	})
+	if st, _ := get("/"); st != http.StatusTooManyRequests {
+		t.Errorf("a third request on the connection while two are in progress at a cap of 3: %d, want 429", st)
+	}
+	if n := ln.streamsRefused.Load(); n != 1 {
+		t.Errorf("streams refused: %d", n)
+	}
+	close(release)
+	for range 2 {
+		if st := <-done; st != 200 {
+			t.Errorf("a request held: %d", st)
+		}
+	}
+	if st, _ := get("/"); st != 200 {
+		t.Errorf("after the requests ended: %d", st)
 	}
 }

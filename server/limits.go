@@ -130,6 +130,7 @@ type nodeCollector struct {
 	poolConns, poolMax, poolWaits, poolWaitSeconds, unavailable *prometheus.Desc
 	writers, commits, commitWrites, keptReads, staleReads       *prometheus.Desc
 	httpOpen, httpMax, httpWaits                                *prometheus.Desc
+	httpReclaimed, httpRefused, httpStreamsRefused              *prometheus.Desc
 }
 
 func newNodeCollector(db *sqlstore.DB, lim *limits, conns *connLimiter, max int) *nodeCollector {
@@ -170,13 +171,20 @@ func newNodeCollector(db *sqlstore.DB, lim *limits, conns *connLimiter, max int)
 		httpMax: prometheus.NewDesc("switchboard_http_connections_max",
 			"The cap of open HTTP connections (--max-conns).", nil, nil),
 		httpWaits: prometheus.NewDesc("switchboard_http_connections_cap_waits_total",
-			"Times a new connection had to wait to be accepted because --max-conns were open.", nil, nil),
+			"Times a new connection had to wait to be accepted because --max-conns were open and none was idle.", nil, nil),
+		httpReclaimed: prometheus.NewDesc("switchboard_http_connections_reclaimed_total",
+			"Idle keep-alive connections closed to make room for a new one, at --max-conns or at its address's --max-conns-per-addr.", nil, nil),
+		httpRefused: prometheus.NewDesc("switchboard_http_connections_refused_total",
+			"Connections closed as soon as accepted: their client address (an IPv6 client by its /64) held --max-conns-per-addr, none idle.", nil, nil),
+		httpStreamsRefused: prometheus.NewDesc("switchboard_http_streams_refused_total",
+			"HTTP/2 requests answered 429 because --max-conns or their address's --max-conns-per-addr was reached (each counts as a connection).", nil, nil),
 	}
 }
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.backend, c.fallbacks, c.redisErrors, c.poolConns, c.poolMax, c.poolWaits,
-		c.poolWaitSeconds, c.unavailable, c.writers, c.commits, c.commitWrites, c.keptReads, c.staleReads, c.httpOpen, c.httpMax, c.httpWaits} {
+		c.poolWaitSeconds, c.unavailable, c.writers, c.commits, c.commitWrites, c.keptReads, c.staleReads, c.httpOpen, c.httpMax, c.httpWaits,
+		c.httpReclaimed, c.httpRefused, c.httpStreamsRefused} {
 		ch <- d
 	}
 }
@@ -219,6 +227,9 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.httpOpen, float64(c.conns.open.Load()))
 		gauge(c.httpMax, float64(c.max))
 		counter(c.httpWaits, float64(c.conns.waits.Load()))
+		counter(c.httpReclaimed, float64(c.conns.reclaimed.Load()))
+		counter(c.httpRefused, float64(c.conns.refused.Load()))
+		counter(c.httpStreamsRefused, float64(c.conns.streamsRefused.Load()))
 	}
 }
 

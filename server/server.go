@@ -130,6 +130,11 @@ type Config struct {
 	MaxConns      int
 	HeaderTimeout time.Duration
 	IdleTimeout   time.Duration
+	// MaxConnsPerAddr caps the open HTTP connections (and HTTP/2 requests
+	// in progress) of one client address, an IPv6 client by its /64;
+	// trusted proxies are not capped (default DefaultMaxConnsPerAddr; a
+	// negative value: no cap).
+	MaxConnsPerAddr int
 	// PairingSecret keys the stored form of pairing codes; every node of
 	// a database needs the same (see sqlstore/pairingkey.go for where the
 	// key comes from without it).
@@ -174,6 +179,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxConns <= 0 {
 		c.MaxConns = DefaultMaxConns
+	}
+	if c.MaxConnsPerAddr == 0 {
+		c.MaxConnsPerAddr = DefaultMaxConnsPerAddr
 	}
 	if c.HeaderTimeout <= 0 {
 		c.HeaderTimeout = DefaultHeaderTimeout
@@ -433,12 +441,12 @@ func Run(ctx context.Context, c Config) error {
 		return err
 	}
 
-	ln := limitConns(tcp, c.MaxConns)
+	ln := limitConns(tcp, c.MaxConns, c.MaxConnsPerAddr, proxies)
 	reg.MustRegister(newNodeCollector(db, limiter, ln, c.MaxConns))
 	srv := newHTTPServer(proxies.Middleware(api, func(peer netip.Addr) {
 		log.Warn("requests carry X-Forwarded-For from a peer that --trusted-proxies does not name: "+
 			"every client behind it shares its address's limits (failed authentication, pairing, connections)", "peer", peer.String())
-	}), c, log)
+	}), c, ln, log)
 	srv.RegisterOnShutdown(devices.Shutdown) // the devices' event streams never end on their own
 
 	// On PostgreSQL the node beats in the nodes table from before its

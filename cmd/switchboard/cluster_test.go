@@ -408,7 +408,13 @@ func nodeID(t *testing.T, p *process) string {
 // labels as printed) to its value.
 func scrapeSeries(t *testing.T, base string) map[string]float64 {
 	t.Helper()
-	res, err := http.Get(base + "/metrics")
+	return scrapeSeriesWith(t, http.DefaultClient, base)
+}
+
+// scrapeSeriesWith is scrapeSeries through client.
+func scrapeSeriesWith(t *testing.T, client *http.Client, base string) map[string]float64 {
+	t.Helper()
+	res, err := client.Get(base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

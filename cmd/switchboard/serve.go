@@ -44,6 +44,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	redisCooldown := f.duration("redis-cooldown", ratelimit.DefaultCooldown, "with --redis-url: how long Redis is left alone after 3 failures in a row before it is tried again")
 	dbWriters := f.int("db-writers", 0, "PostgreSQL: group-commit writers of this node, each a transaction that batches concurrent writes; 0 adapts them to the live nodes: 2 on a node alone, 1 while other nodes share the database (docs/scale-out.md)")
 	maxConns := f.int("max-conns", switchboard.DefaultMaxConns, "the most HTTP connections this node keeps open at once (idle keep-alives and device event streams count); more wait to be accepted")
+	maxConnsPerAddr := f.int("max-conns-per-addr", switchboard.DefaultMaxConnsPerAddr, "the most HTTP connections (and HTTP/2 requests in progress) one client address keeps open, an IPv6 client by its /64; the proxies of --trusted-proxies are not capped; 0: no cap")
 	headerTimeout := f.duration("header-timeout", switchboard.DefaultHeaderTimeout, "how long a client may take to send a request's headers before the connection is closed")
 	idleTimeout := f.duration("idle-timeout", switchboard.DefaultIdleTimeout, "how long an idle keep-alive connection stays open")
 	acmeDomains := f.list("acme-domain", "serve HTTPS for this domain with a certificate obtained and renewed through ACME (Let's Encrypt); repeatable; --addr then defaults to :443 and --public-url to https://DOMAIN (see docs/deploy.md)")
@@ -75,6 +76,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			return fmt.Errorf("--%s must be at least 1, not %d", n.name, n.v)
 		}
 	}
+	if *maxConnsPerAddr < 0 {
+		return fmt.Errorf("--max-conns-per-addr must be 0 (no cap) or more, not %d", *maxConnsPerAddr)
+	}
+	if *maxConnsPerAddr == 0 {
+		*maxConnsPerAddr = -1 // no cap
+	}
 	if *redisTimeout <= 0 || *redisCooldown <= 0 {
 		return fmt.Errorf("--redis-timeout and --redis-cooldown must be more than 0")
 	}
@@ -93,6 +100,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		DebugAddr: *debugAddr, IdPSecret: *idpSecret, IdPJWKS: *idpJWKS, IdPIssuer: *idpIssuer, IdPAudience: *idpAudience,
 		TLSCert: *tlsCert, TLSKey: *tlsKey, PublicURL: *publicURL, PhoneOfflineAfter: *offlineAfter, DeviceValidFor: *validFor, DeviceOutcomeAfter: *outcomeAfter,
 		ProvidersFile: *providers, Getenv: getenv, DBMaxConns: *dbMaxConns, DBConnWait: *dbWait, DBWriters: *dbWriters, RedisTimeout: *redisTimeout, RedisCooldown: *redisCooldown,
-		MaxConns: *maxConns, HeaderTimeout: *headerTimeout, IdleTimeout: *idleTimeout, TrustedProxies: *trustedProxies, PairingSecret: *pairingSecret,
+		MaxConns: *maxConns, MaxConnsPerAddr: *maxConnsPerAddr, HeaderTimeout: *headerTimeout, IdleTimeout: *idleTimeout, TrustedProxies: *trustedProxies, PairingSecret: *pairingSecret,
 		ACME: switchboard.ACME{Domains: *acmeDomains, Email: *acmeEmail, Directory: *acmeDir, Cache: *acmeCache, HTTPAddr: *acmeHTTP, CARoots: *acmeRoots}})
 }

@@ -8,60 +8,81 @@ import (
 	sb "github.com/switchboard/switchboard"
 )
 
-// streams holds the /events streams open on this node, by phone.
+// streams holds the /events streams open on this node: one per phone (its
+// device's), since a device holds one stream and a token that opens more
+// must not hold a connection each. A new stream of the phone ends the one
+// before it.
 type streams struct {
-	mu     sync.Mutex
-	phones map[string]map[chan struct{}]bool
+	mu       sync.Mutex
+	phones   map[string]*stream
+	replaced int64 // streams ended by a newer stream of their phone
 }
 
-func (st *streams) init() { st.phones = map[string]map[chan struct{}]bool{} }
+// stream is one open /events stream: wake says a message may wait, and
+// end is closed when a newer stream of the phone replaces it.
+type stream struct {
+	wake chan struct{}
+	end  chan struct{}
+}
 
-func (st *streams) add(phoneID string) chan struct{} {
-	c := make(chan struct{}, 1)
+func (st *streams) init() { st.phones = map[string]*stream{} }
+
+// add opens the phone's stream, ending the one it had on this node.
+func (st *streams) add(phoneID string) *stream {
+	c := &stream{wake: make(chan struct{}, 1), end: make(chan struct{})}
 	st.mu.Lock()
-	if st.phones[phoneID] == nil {
-		st.phones[phoneID] = map[chan struct{}]bool{}
+	if old := st.phones[phoneID]; old != nil {
+		close(old.end)
+		st.replaced++
 	}
-	st.phones[phoneID][c] = true
+	st.phones[phoneID] = c
 	st.mu.Unlock()
 	return c
 }
 
-func (st *streams) remove(phoneID string, c chan struct{}) {
+func (st *streams) remove(phoneID string, c *stream) {
 	st.mu.Lock()
-	delete(st.phones[phoneID], c)
-	if len(st.phones[phoneID]) == 0 {
+	if st.phones[phoneID] == c {
 		delete(st.phones, phoneID)
 	}
 	st.mu.Unlock()
 }
 
-// wake signals every stream of the phone held on this node; it never
-// blocks, and wake-ups that come while one is pending merge into it.
+// wake signals the phone's stream held on this node; it never blocks, and
+// wake-ups that come while one is pending merge into it.
 func (st *streams) wake(phoneID string) {
 	st.mu.Lock()
-	for c := range st.phones[phoneID] {
+	if c := st.phones[phoneID]; c != nil {
 		select {
-		case c <- struct{}{}:
+		case c.wake <- struct{}{}:
 		default:
 		}
 	}
 	st.mu.Unlock()
 }
 
-// count returns how many phones have an events stream open on this node.
+// count returns how many event streams are open on this node.
 func (st *streams) count() int {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return len(st.phones)
 }
 
+// replacedCount returns how many streams a newer one of their phone ended.
+func (st *streams) replacedCount() int64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.replaced
+}
+
 // events is GET /events: a Server-Sent Events stream that says
 // MessageEnqueued whenever a message waits for the device, with a comment
 // every keepAlive to keep proxies and the phone's connection awake. Each
 // beat also records the device as seen (so the phone stays online while the
-// stream is open), ends the stream once the device is no longer the
-// phone's, and every other beat looks for work whose wake-up was lost.
+// stream is open; a write at most every half beat, whatever else the
+// device asks), ends the stream once the device is no longer the phone's,
+// and every other beat looks for work whose wake-up was lost. A newer
+// stream of the phone on this node ends this one.
 func (s *Server) events(w http.ResponseWriter, r *http.Request, ph *sb.Phone) error {
 	rc := http.NewResponseController(w)
 	// The server's read and write timeouts are for ordinary requests.
@@ -72,8 +93,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ph *sb.Phone) er
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	wake := s.streams.add(ph.ID)
-	defer s.streams.remove(ph.ID, wake)
+	stream := s.streams.add(ph.ID)
+	defer s.streams.remove(ph.ID, stream)
+	wake := stream.wake
 	ctx := r.Context()
 	s.cfg.Log.Info("device connected", "tenant_id", ph.TenantID, "phone_id", ph.ID, "device_id", ph.Device.ID)
 	defer s.cfg.Log.Info("device disconnected", "tenant_id", ph.TenantID, "phone_id", ph.ID, "device_id", ph.Device.ID)
@@ -98,13 +120,15 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ph *sb.Phone) er
 			return nil
 		case <-s.closing:
 			return nil
+		case <-stream.end: // a newer stream of the phone took over
+			return nil
 		case <-wake:
 			if !send("event: MessageEnqueued\ndata: {}\n\n") {
 				return nil
 			}
 		case <-beat.C:
 			n++
-			if err := s.seen(ctx, ph, true); err != nil {
+			if err := s.seen(ctx, ph, s.keepAlive/2); err != nil {
 				return nil // the device was replaced or its phone deleted
 			}
 			if !send(": keep-alive\n\n") {

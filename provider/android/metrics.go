@@ -48,8 +48,10 @@ func newMetrics(reg prometheus.Registerer, st *streams) metrics {
 	}
 	if reg != nil {
 		streams := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchboard_device_streams",
-			Help: "Phones whose device holds an event stream open on this node."}, func() float64 { return float64(st.count()) })
-		reg.MustRegister(m.handed, m.reports, m.moved, m.unknown, m.inbound, m.inboundDropped, m.inboundLimited, m.pairings, m.pairingLimited, streams)
+			Help: "Event streams (GET /events) open on this node: at most one a phone."}, func() float64 { return float64(st.count()) })
+		replaced := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "switchboard_device_streams_replaced_total",
+			Help: "Event streams ended on this node because a newer stream of the same phone opened."}, func() float64 { return float64(st.replacedCount()) })
+		reg.MustRegister(m.handed, m.reports, m.moved, m.unknown, m.inbound, m.inboundDropped, m.inboundLimited, m.pairings, m.pairingLimited, streams, replaced)
 	}
 	return m
 }

@@ -243,7 +243,7 @@ func (s *Server) device(h func(w http.ResponseWriter, r *http.Request, ph *sb.Ph
 		}
 		ph, err := s.cfg.Store.PhoneByToken(r.Context(), token)
 		if err == nil {
-			err = s.seen(r.Context(), ph, false)
+			err = s.seen(r.Context(), ph, s.touchGap)
 		}
 		if err == nil {
 			err = h(w, r, ph)
@@ -254,14 +254,14 @@ func (s *Server) device(h func(w http.ResponseWriter, r *http.Request, ph *sb.Ph
 	}
 }
 
-// seen records that ph's device was seen now, at most once per touchGap
-// unless force, and answers INVALID_TOKEN when the device is no longer the
-// phone's.
-func (s *Server) seen(ctx context.Context, ph *sb.Phone, force bool) error {
+// seen records that ph's device was seen now, unless this node wrote it
+// less than gap ago, and answers INVALID_TOKEN when the device is no longer
+// the phone's.
+func (s *Server) seen(ctx context.Context, ph *sb.Phone, gap time.Duration) error {
 	now := s.cfg.Now()
 	s.mu.Lock()
 	last, ok := s.touched[ph.ID]
-	if !force && ok && now.Sub(last) < s.touchGap {
+	if ok && now.Sub(last) < gap {
 		s.mu.Unlock()
 		return nil
 	}
