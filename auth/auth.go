@@ -88,7 +88,7 @@ type Authenticator struct {
 	idp *IdentityProvider // nil: API keys only
 
 	misses   missCache       // well-formed keys not found (see throttle.go)
-	failures failureThrottle // failed authentication per client address
+	failures FailureThrottle // failed authentication per client address
 }
 
 // UseIdentityProvider makes bearer tokens shaped like JWTs authenticate
@@ -218,6 +218,17 @@ func (a *Authenticator) tenant(ctx context.Context, id string) (*sb.Tenant, erro
 		a.tenants.Delete(id)
 	}
 	return t, nil
+}
+
+// TenantAccess decides, through the cache, whether the tenant id may make
+// requests now: nil, or an *sb.Error with TENANT_SUSPENDED or
+// TRIAL_EXPIRED. The device protocol asks it of a phone's tenant.
+func (a *Authenticator) TenantAccess(ctx context.Context, id string) error {
+	t, err := a.tenant(ctx, id)
+	if err != nil {
+		return err
+	}
+	return t.Access(a.now())
 }
 
 // ForgetKey drops a key from the cache, so that its next use reads storage.

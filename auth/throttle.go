@@ -93,10 +93,13 @@ func (m *missCache) len() int {
 	return len(m.cur) + len(m.prev)
 }
 
-// failureThrottle is GCRA over failures, per client: each failure moves the
-// client's theoretical arrival time (tat) on by authFailureInterval, and a
-// client whose tat is more than the burst ahead of now has no attempt left.
-type failureThrottle struct {
+// FailureThrottle is GCRA over failed authentications, per client key (see
+// clientip.Key): each failure moves the client's theoretical arrival time
+// (tat) on by authFailureInterval, and a client whose tat is more than the
+// burst ahead of now has no attempt left: a burst of 20 failures, then one
+// every 3 seconds. The API's keys use one; the device protocol's tokens and
+// inbound secrets another. The zero value is ready to use.
+type FailureThrottle struct {
 	mu        sync.Mutex
 	tats      map[string]time.Time
 	lastSweep time.Time
@@ -104,9 +107,9 @@ type failureThrottle struct {
 
 const throttleWindow = (authFailureBurst - 1) * authFailureInterval
 
-// wait returns how long client must wait before its next attempt, 0 when it
+// Wait returns how long client must wait before its next attempt, 0 when it
 // may try now.
-func (f *failureThrottle) wait(client string, now time.Time) time.Duration {
+func (f *FailureThrottle) Wait(client string, now time.Time) time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if ahead := f.tats[client].Sub(now); ahead > throttleWindow {
@@ -115,8 +118,8 @@ func (f *failureThrottle) wait(client string, now time.Time) time.Duration {
 	return 0
 }
 
-// fail records a failure of client.
-func (f *failureThrottle) fail(client string, now time.Time) {
+// Fail records a failure of client.
+func (f *FailureThrottle) Fail(client string, now time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.tats == nil {
@@ -149,7 +152,7 @@ func (a *Authenticator) throttled(client string) error {
 	if client == "" {
 		return nil
 	}
-	d := a.failures.wait(client, a.now())
+	d := a.failures.Wait(client, a.now())
 	if d <= 0 {
 		return nil
 	}
@@ -161,7 +164,7 @@ func (a *Authenticator) throttled(client string) error {
 // failed records a failed authentication of client and returns err.
 func (a *Authenticator) failed(client string, err error) error {
 	if client != "" {
-		a.failures.fail(client, a.now())
+		a.failures.Fail(client, a.now())
 	}
 	return err
 }

@@ -401,7 +401,11 @@ func Run(ctx context.Context, c Config) error {
 	reg.MustRegister(newStoreCollector(db, routing, log), newRedeliveryCollector(db, sim, log), newLimitsCollector(db))
 	observer := delivery.NewObserver(reg, log)
 	db.SetObserver(observer.Observe)
-	devCfg := android.Config{Store: db, Routing: routing, ValidFor: c.DeviceValidFor, PublicURL: c.PublicURL, Limiter: limiter, Registry: reg, Log: log}
+	authn := auth.New(db, plans, nil)
+	if idp != nil {
+		authn.UseIdentityProvider(idp)
+	}
+	devCfg := android.Config{Store: db, Routing: routing, ValidFor: c.DeviceValidFor, PublicURL: c.PublicURL, Limiter: limiter, Access: authn, Registry: reg, Log: log}
 	if limiter.pg != nil {
 		devCfg.Shared = limiter.pg // pairing attempts are counted across nodes
 	}
@@ -410,10 +414,6 @@ func Run(ctx context.Context, c Config) error {
 		return err
 	}
 
-	authn := auth.New(db, plans, nil)
-	if idp != nil {
-		authn.UseIdentityProvider(idp)
-	}
 	urlChecker := &ssrf.Guard{AllowPrivate: c.AllowPrivateWebhooks}
 	dash, err := dashboard.New(dashboard.Config{Store: db, Auth: authn, Plans: plans, Routing: routing, URLChecker: urlChecker, PublicURL: c.PublicURL})
 	if err != nil {
@@ -486,6 +486,7 @@ func Run(ctx context.Context, c Config) error {
 				authn.ForgetKey(inv.KeyHash)
 			case inv.TenantID != "":
 				authn.ForgetTenant(inv.TenantID)
+				devices.TenantChanged(inv.TenantID)
 			}
 		})
 	})

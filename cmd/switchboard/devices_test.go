@@ -1208,3 +1208,69 @@ func TestPhoneAgentCommand(t *testing.T) {
 		t.Errorf("phone-agent without a code: %v", err)
 	}
 }
+
+// TestDeviceSuspendedTenant: a suspended tenant's device gets nothing: its
+// event stream ends, GET /message answers 403 and hands out none of its
+// queued messages, and an inbound text is refused (403: the app posts it
+// again later) and stored once the tenant is resumed; a trial that ended
+// does the same.
+func TestDeviceSuspendedTenant(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, db string) {
+		s := startServer(t, db, devArgs...)
+		tn := msgTenant(t, db)
+		devOnlyAndroid(t, s, tn)
+		_, number, code := devPhone(t, s, tn.Live, nil)
+		a, _ := devAgent(t, s, code, agent.Options{}, false)
+		ctx := context.Background()
+		if _, err := a.Webhooks(ctx); err != nil {
+			t.Fatal(err)
+		}
+		a.Pull(ctx) // online
+		id := msgSend(t, s, tn.Live, map[string]any{"to": msgAwake(t), "body": "queued", "from": number})["message_id"].(string)
+
+		streamEnded := make(chan struct{})
+		req, _ := http.NewRequest("GET", devURL(s)+"/events", nil)
+		req.Header.Set("Authorization", "Bearer "+a.Token)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil || res.StatusCode != 200 {
+			t.Fatalf("events: %v %v", res, err)
+		}
+		go func() { io.Copy(io.Discard, res.Body); res.Body.Close(); close(streamEnded) }()
+
+		cli(t, db, "tenant", "suspend", tn.ID)
+		eventually(t, operatorChange, "GET /message to answer 403", func() bool {
+			return devCall(t, s, "GET", "/message", "Bearer "+a.Token, nil, nil) == 403
+		})
+		select {
+		case <-streamEnded:
+		case <-time.After(10 * time.Second): // a beat (under a second here) after the tenant's cache
+			t.Error("the event stream of a suspended tenant's phone stayed open")
+		}
+		ev, err := a.Inbound(ctx, msgAwake(t), "while suspended")
+		if !isStatus(err, 403) {
+			t.Errorf("an inbound text while suspended: %v, want 403", err)
+		}
+		if len(a.Held()) != 0 {
+			t.Errorf("the device holds %v while its tenant is suspended", a.Held())
+		}
+
+		cli(t, db, "tenant", "resume", tn.ID)
+		eventually(t, operatorChange, "the device to work again", func() bool { return a.Post(ctx, ev) == nil })
+		if err := a.Pull(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := a.Held()[id]; !ok {
+			t.Errorf("the queued message after the tenant was resumed: not handed out (%v)", a.Held())
+		}
+		if l := msgList(t, s, tn.Live, "direction=inbound").List(); len(l) != 1 || l[0]["body"] != "while suspended" {
+			t.Errorf("inbound after the resume: %v", l)
+		}
+
+		cli(t, db, "tenant", "plan", tn.ID, "trial")
+		cli(t, db, "tenant", "trial", tn.ID, "--ends", time.Now().Add(-time.Minute).Format(time.RFC3339))
+		eventually(t, operatorChange, "GET /message to answer 403 after the trial", func() bool {
+			return devCall(t, s, "GET", "/message", "Bearer "+a.Token, nil, nil) == 403
+		})
+	})
+}

@@ -18,18 +18,21 @@ type streams struct {
 	replaced int64 // streams ended by a newer stream of their phone
 }
 
-// stream is one open /events stream: wake says a message may wait, and
-// end is closed when a newer stream of the phone replaces it.
+// stream is one open /events stream of a phone of tenant: wake says a
+// message may wait, check that the tenant's access changed, and end is
+// closed when a newer stream of the phone replaces it.
 type stream struct {
-	wake chan struct{}
-	end  chan struct{}
+	tenant string
+	wake   chan struct{}
+	check  chan struct{}
+	end    chan struct{}
 }
 
 func (st *streams) init() { st.phones = map[string]*stream{} }
 
 // add opens the phone's stream, ending the one it had on this node.
-func (st *streams) add(phoneID string) *stream {
-	c := &stream{wake: make(chan struct{}, 1), end: make(chan struct{})}
+func (st *streams) add(phoneID, tenantID string) *stream {
+	c := &stream{tenant: tenantID, wake: make(chan struct{}, 1), check: make(chan struct{}, 1), end: make(chan struct{})}
 	st.mu.Lock()
 	if old := st.phones[phoneID]; old != nil {
 		close(old.end)
@@ -61,6 +64,20 @@ func (st *streams) wake(phoneID string) {
 	st.mu.Unlock()
 }
 
+// recheck signals the streams of the tenant's phones to check its access.
+func (st *streams) recheck(tenantID string) {
+	st.mu.Lock()
+	for _, c := range st.phones {
+		if c.tenant == tenantID {
+			select {
+			case c.check <- struct{}{}:
+			default:
+			}
+		}
+	}
+	st.mu.Unlock()
+}
+
 // count returns how many event streams are open on this node.
 func (st *streams) count() int {
 	st.mu.Lock()
@@ -82,7 +99,8 @@ func (st *streams) replacedCount() int64 {
 // stream is open; a write at most every half beat, whatever else the
 // device asks), ends the stream once the device is no longer the phone's,
 // and every other beat looks for work whose wake-up was lost. A newer
-// stream of the phone on this node ends this one.
+// stream of the phone on this node ends this one, and so does a tenant that
+// may no longer use its phones (suspended, its trial ended).
 func (s *Server) events(w http.ResponseWriter, r *http.Request, ph *sb.Phone) error {
 	rc := http.NewResponseController(w)
 	// The server's read and write timeouts are for ordinary requests.
@@ -93,7 +111,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ph *sb.Phone) er
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	stream := s.streams.add(ph.ID)
+	stream := s.streams.add(ph.ID, ph.TenantID)
 	defer s.streams.remove(ph.ID, stream)
 	wake := stream.wake
 	ctx := r.Context()
@@ -122,12 +140,19 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ph *sb.Phone) er
 			return nil
 		case <-stream.end: // a newer stream of the phone took over
 			return nil
+		case <-stream.check:
+			if s.access(ctx, ph) != nil {
+				return nil // the tenant was suspended
+			}
 		case <-wake:
 			if !send("event: MessageEnqueued\ndata: {}\n\n") {
 				return nil
 			}
 		case <-beat.C:
 			n++
+			if err := s.access(ctx, ph); err != nil {
+				return nil // the tenant was suspended, or its trial ended
+			}
 			if err := s.seen(ctx, ph, s.keepAlive/2); err != nil {
 				return nil // the device was replaced or its phone deleted
 			}

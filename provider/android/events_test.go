@@ -2,8 +2,12 @@ package android_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -92,4 +96,97 @@ func TestOneStreamPerPhone(t *testing.T) {
 	}
 	srv.Shutdown()
 	wg.Wait()
+}
+
+// lookupStore is the real store with its credential lookups counted.
+type lookupStore struct {
+	countingStore
+	tokens, secrets atomic.Int64
+}
+
+func (s *lookupStore) PhoneByToken(ctx context.Context, token string) (*sb.Phone, error) {
+	s.tokens.Add(1)
+	return s.countingStore.PhoneByToken(ctx, token)
+}
+
+func (s *lookupStore) PhoneByInboundSecret(ctx context.Context, secret string) (*sb.Phone, error) {
+	s.secrets.Add(1)
+	return s.countingStore.PhoneByInboundSecret(ctx, secret)
+}
+
+// TestWrongCredentialsThrottled: wrong device tokens and inbound secrets
+// from one address are throttled as failed API keys are: 20 lookups, then
+// 429 without one; a token this node has seen valid still works from that
+// address, and another address is not throttled.
+func TestWrongCredentialsThrottled(t *testing.T) {
+	db := openStore(t, dbtest.SQLite(t))
+	store := &lookupStore{countingStore: countingStore{DB: db}}
+	srv := newServer(t, store, nil)
+	_, _, code := livePhone(t, db)
+	good := pairToken(t, srv, code)
+	call := func(addr, method, path, token string) int {
+		r := httptest.NewRequest(method, android.Prefix+path, strings.NewReader(`{}`))
+		r.RemoteAddr = addr
+		if token != "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, r)
+		if w.Code == http.StatusTooManyRequests && w.Header().Get("Retry-After") == "" {
+			t.Error("429 without Retry-After")
+		}
+		return w.Code
+	}
+	const attacker = "198.51.100.9:1000"
+	if st := call(attacker, "GET", "/device", good); st != 200 {
+		t.Fatalf("the good token: %d", st)
+	}
+	got := map[int]int{}
+	for i := range 100 {
+		got[call(attacker, "GET", "/device", fmt.Sprintf("wrong-token-%032d", i))]++
+	}
+	if got[401] != 20 || got[429] != 80 || store.tokens.Load() != 21 {
+		t.Errorf("100 wrong tokens from one address: %v with %d lookups, want 20 401s (and lookups) and 80 429s", got, store.tokens.Load())
+	}
+	if st := call(attacker, "GET", "/device", good); st != 200 {
+		t.Errorf("a token seen valid, from the throttled address: %d", st)
+	}
+	if st := call("198.51.100.10:1000", "GET", "/device", "wrong-token-x"); st != 401 {
+		t.Errorf("another address: %d", st)
+	}
+	got = map[int]int{}
+	for i := range 30 {
+		got[call("203.0.113.50:1000", "POST", fmt.Sprintf("/inbound/%040d", i), "")]++
+	}
+	if got[401] != 20 || got[429] != 10 || store.secrets.Load() != 20 {
+		t.Errorf("30 wrong inbound secrets from one address: %v with %d lookups, want 20 401s and 10 429s", got, store.secrets.Load())
+	}
+}
+
+// failingInbound is the real store whose Inbound fails.
+type failingInbound struct{ countingStore }
+
+func (*failingInbound) Inbound(context.Context, *sb.Message) error { return errors.New("disk on fire") }
+
+// TestErrorLogHasNoSecret: a failure on the inbound callback is logged with
+// its route, not its path, which holds the device's inbound secret.
+func TestErrorLogHasNoSecret(t *testing.T) {
+	db := openStore(t, dbtest.SQLite(t))
+	var logs bytes.Buffer
+	srv := android.New(android.Config{Store: &failingInbound{countingStore{DB: db}}, Log: slog.New(slog.NewJSONHandler(&logs, nil))})
+	t.Cleanup(srv.Shutdown)
+	_, _, code := livePhone(t, db)
+	token := pairToken(t, srv, code)
+	secret := sb.InboundSecret(token)
+	body := `{"id":"ev1","event":"sms:received","payload":{"messageId":"m1","sender":"+15551234567","message":"hi","receivedAt":"2026-01-01T00:00:00.000Z"}}`
+	r := httptest.NewRequest("POST", android.Prefix+"/inbound/"+secret, strings.NewReader(body))
+	r.RemoteAddr = "192.0.2.1:1000"
+	w := httptest.NewRecorder()
+	srv.ServeHTTP(w, r)
+	if w.Code != http.StatusInternalServerError {
+		t.Fatalf("inbound with a failing store: %d %s", w.Code, w.Body)
+	}
+	if strings.Contains(logs.String(), secret) || !strings.Contains(logs.String(), `"route":"POST /api/mobile/v1/inbound/{secret}"`) {
+		t.Errorf("the log: %s", logs.String())
+	}
 }

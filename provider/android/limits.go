@@ -2,8 +2,14 @@ package android
 
 import (
 	"context"
+	"net/http"
+	"strconv"
+	"sync"
 	"time"
 
+	sb "github.com/switchboard/switchboard"
+	"github.com/switchboard/switchboard/auth"
+	"github.com/switchboard/switchboard/clientip"
 	"github.com/switchboard/switchboard/ratelimit"
 )
 
@@ -102,5 +108,98 @@ func (p *pairingLimits) giveBack(ctx context.Context, bs []budget) {
 	ctx = context.WithoutCancel(ctx)
 	for _, b := range bs {
 		b.c.Refund(ctx, b.key, b.limit, pairingPeriod) // a refund lost costs one attempt of a budget
+	}
+}
+
+// Failed device credentials. A wrong device token or inbound secret costs a
+// database read, so failures are throttled per client as the API's keys
+// are (auth.FailureThrottle: a burst of 20, then one every 3 seconds).
+// Once a client has used its budget, a credential this node has not seen
+// valid answers 429 without a read; one it has seen valid goes on working,
+// so that phones behind one address with a misbehaving neighbour are not
+// locked out.
+type credentialGuard struct {
+	failures auth.FailureThrottle
+	known    knownSet
+}
+
+// knownSet remembers the hashes of credentials seen valid, in two
+// generations of at most knownCap each: a hash lives from knownTTL to twice
+// that after it was last seen, less when many are seen.
+type knownSet struct {
+	mu        sync.Mutex
+	cur, prev map[string]struct{}
+	rotated   time.Time
+}
+
+const (
+	knownTTL = 10 * time.Minute
+	knownCap = 1 << 16
+)
+
+func (k *knownSet) has(hash string, now time.Time) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.rotate(now)
+	_, in := k.cur[hash]
+	if !in {
+		_, in = k.prev[hash]
+	}
+	return in
+}
+
+func (k *knownSet) add(hash string, now time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.rotate(now)
+	k.cur[hash] = struct{}{}
+}
+
+func (k *knownSet) rotate(now time.Time) {
+	switch age := now.Sub(k.rotated); {
+	case k.cur == nil || age >= 2*knownTTL:
+		k.prev, k.cur, k.rotated = nil, map[string]struct{}{}, now
+	case age >= knownTTL || len(k.cur) >= knownCap:
+		k.prev, k.cur, k.rotated = k.cur, map[string]struct{}{}, now
+	}
+}
+
+// Credential labels of the metrics.
+const (
+	credToken   = "token"
+	credInbound = "inbound_secret"
+)
+
+// throttled answers 429 and reports true when the request's client must
+// wait before trying secret (a token or inbound secret of kind cred) that
+// this node has not seen valid.
+func (s *Server) throttled(w http.ResponseWriter, r *http.Request, cred, secret string) bool {
+	client := clientip.KeyOf(r.RemoteAddr)
+	now := s.cfg.Now()
+	if client == "" || s.creds.known.has(sb.HashSecret(secret), now) {
+		return false
+	}
+	d := s.creds.failures.Wait(client, now)
+	if d <= 0 {
+		return false
+	}
+	s.metrics.credentials.WithLabelValues(cred, "throttled").Inc()
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int((d+time.Second-1)/time.Second))))
+	writeError(w, http.StatusTooManyRequests, "Too many failed attempts from your address. Wait and try again.")
+	return true
+}
+
+// checked records the outcome of a lookup of secret: a valid one is known
+// from now on, a wrong one (INVALID_TOKEN) counts against the client.
+func (s *Server) checked(r *http.Request, cred, secret string, err error) {
+	now := s.cfg.Now()
+	switch {
+	case err == nil:
+		s.creds.known.add(sb.HashSecret(secret), now)
+	case sb.ErrorCode(err) == sb.CodeInvalidToken:
+		s.metrics.credentials.WithLabelValues(cred, "invalid").Inc()
+		if client := clientip.KeyOf(r.RemoteAddr); client != "" {
+			s.creds.failures.Fail(client, now)
+		}
 	}
 }

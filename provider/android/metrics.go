@@ -20,6 +20,8 @@ type metrics struct {
 	pairings       *prometheus.CounterVec
 	// pairingLimited counts the attempts refused by each pairing budget.
 	pairingLimited *prometheus.CounterVec
+	// credentials counts wrong device tokens and inbound secrets.
+	credentials *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, st *streams) metrics {
@@ -42,6 +44,9 @@ func newMetrics(reg prometheus.Registerer, st *streams) metrics {
 			Help: "Pairing attempts by result: paired, refused (a wrong, used or expired code) or limited (too many attempts)."}, []string{"result"}),
 		pairingLimited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_device_pairing_limited_total",
 			Help: "Pairing attempts answered 429 before their code was looked up, by the budget that refused them: client (one address), node (this node in all) or cluster (all nodes, through the database)."}, []string{"limit"}),
+		credentials: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_device_credential_failures_total",
+			Help: "Device requests refused for their credential (token: Authorization: Bearer; inbound_secret: the inbound callback URL), by result: invalid (401) or throttled (429: too many failures from the address)."},
+			[]string{"credential", "result"}),
 	}
 	for _, reason := range []string{dropMalformed, dropNoID, dropEmpty, dropSender} {
 		m.inboundDropped.WithLabelValues(reason)
@@ -51,7 +56,7 @@ func newMetrics(reg prometheus.Registerer, st *streams) metrics {
 			Help: "Event streams (GET /events) open on this node: at most one a phone."}, func() float64 { return float64(st.count()) })
 		replaced := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "switchboard_device_streams_replaced_total",
 			Help: "Event streams ended on this node because a newer stream of the same phone opened."}, func() float64 { return float64(st.replacedCount()) })
-		reg.MustRegister(m.handed, m.reports, m.moved, m.unknown, m.inbound, m.inboundDropped, m.inboundLimited, m.pairings, m.pairingLimited, streams, replaced)
+		reg.MustRegister(m.handed, m.reports, m.moved, m.unknown, m.inbound, m.inboundDropped, m.inboundLimited, m.pairings, m.pairingLimited, m.credentials, streams, replaced)
 	}
 	return m
 }

@@ -69,6 +69,12 @@ type Config struct {
 	// Limiter counts the inbound texts of each phone (InboundPerMinute);
 	// nil: one of this process.
 	Limiter ratelimit.Limiter
+	// Access, when set, decides whether a phone's tenant may use its
+	// device now (auth.Authenticator.TenantAccess): a suspended tenant's,
+	// or one whose trial ended, gets 403 and its event streams end.
+	Access interface {
+		TenantAccess(ctx context.Context, tenantID string) error
+	}
 	// Shared, when set, counts pairing attempts across the nodes that
 	// share it (ratelimit.Postgres on PostgreSQL); each node also limits
 	// its own (see limits.go).
@@ -93,6 +99,7 @@ type Server struct {
 	streams streams
 	pacing  pacing
 	pairs   pairingLimits
+	creds   credentialGuard
 	metrics metrics
 
 	mu      sync.Mutex
@@ -179,7 +186,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var e *sb.Error
 	if !errors.As(err, &e) {
 		if r.Context().Err() == nil {
-			s.cfg.Log.Error("device protocol", "method", r.Method, "path", r.URL.Path, "err", err)
+			// The route, not the path: an inbound callback's path holds
+			// its secret.
+			s.cfg.Log.Error("device protocol", "route", r.Pattern, "err", err)
 		}
 		writeError(w, http.StatusInternalServerError, "An unexpected error occurred.")
 		return
@@ -188,6 +197,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch e.Code {
 	case sb.CodeInvalidToken:
 		status = http.StatusUnauthorized
+	case sb.CodeTenantSuspended, sb.CodeTrialExpired:
+		status = http.StatusForbidden
 	case sb.CodeRateLimitExceeded:
 		status = http.StatusTooManyRequests
 	}
@@ -241,7 +252,14 @@ func (s *Server) device(h func(w http.ResponseWriter, r *http.Request, ph *sb.Ph
 			writeError(w, http.StatusUnauthorized, "A device token is required: Authorization: Bearer <token>.")
 			return
 		}
+		if s.throttled(w, r, credToken, token) {
+			return
+		}
 		ph, err := s.cfg.Store.PhoneByToken(r.Context(), token)
+		s.checked(r, credToken, token, err)
+		if err == nil {
+			err = s.access(r.Context(), ph)
+		}
 		if err == nil {
 			err = s.seen(r.Context(), ph, s.touchGap)
 		}
@@ -253,6 +271,20 @@ func (s *Server) device(h func(w http.ResponseWriter, r *http.Request, ph *sb.Ph
 		}
 	}
 }
+
+// access answers TENANT_SUSPENDED or TRIAL_EXPIRED when ph's tenant may
+// not use its device now.
+func (s *Server) access(ctx context.Context, ph *sb.Phone) error {
+	if s.cfg.Access == nil {
+		return nil
+	}
+	return s.cfg.Access.TenantAccess(ctx, ph.TenantID)
+}
+
+// TenantChanged makes the event streams of the tenant's phones on this
+// node check at once whether the tenant may still use them (a suspension
+// ends them); otherwise they check at every beat.
+func (s *Server) TenantChanged(tenantID string) { s.streams.recheck(tenantID) }
 
 // seen records that ph's device was seen now, unless this node wrote it
 // less than gap ago, and answers INVALID_TOKEN when the device is no longer
@@ -670,7 +702,17 @@ type smsReceived struct {
 // phone that posts more than InboundPerMinute texts a minute is answered
 // 429: the app tries again later.
 func (s *Server) inbound(w http.ResponseWriter, r *http.Request) {
-	ph, err := s.cfg.Store.PhoneByInboundSecret(r.Context(), r.PathValue("secret"))
+	secret := r.PathValue("secret")
+	if s.throttled(w, r, credInbound, secret) {
+		return
+	}
+	ph, err := s.cfg.Store.PhoneByInboundSecret(r.Context(), secret)
+	s.checked(r, credInbound, secret, err)
+	if err == nil {
+		// Refused, the app posts the text again later: stored once the
+		// tenant is back.
+		err = s.access(r.Context(), ph)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
