@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
+	neturl "net/url"
 	"os"
 	"strings"
 	"sync"
@@ -38,6 +40,9 @@ func phoneAgentCmd(ctx context.Context, args []string, getenv func(string) strin
 	}
 	if *url == "" {
 		return errors.New("phone-agent: --url is required")
+	}
+	if err := checkAgentURL(*url); err != nil {
+		return err
 	}
 	if *failShare < 0 || *failShare > 1 {
 		return errors.New("phone-agent: --fail-share must be between 0 and 1")
@@ -99,8 +104,45 @@ type agentState struct {
 	Token string `json:"token"`
 }
 
+// checkAgentURL refuses a device API the token would reach in the clear:
+// plain http is for a loopback address only, as the app allows it only to
+// 127.0.0.1.
+func checkAgentURL(raw string) error {
+	u, err := neturl.Parse(raw)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return fmt.Errorf("phone-agent: --url %q: want https://HOST/api/mobile/v1", raw)
+	}
+	if u.Scheme == "http" && !isLoopback(u.Hostname()) {
+		return fmt.Errorf("phone-agent: --url %q: plain http is refused except to a loopback address (the device's token and texts would cross the network in the clear): use https://", raw)
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
+}
+
+// writePrivate writes b to path, readable by its owner only, whatever mode
+// a file already there had.
+func writePrivate(path string, b []byte) error {
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return err
+	}
+	return os.Chmod(path, 0o600)
+}
+
 func loadAgent(ctx context.Context, opt agent.Options, code, path string) (*agent.Agent, error) {
 	if path != "" {
+		if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			// It holds the device's token: close it down.
+			if err := os.Chmod(path, 0o600); err != nil {
+				return nil, fmt.Errorf("phone-agent: --state %s is open to other users and could not be made private: %w", path, err)
+			}
+		}
 		if b, err := os.ReadFile(path); err == nil {
 			var st agentState
 			if err := json.Unmarshal(b, &st); err != nil {
@@ -122,7 +164,7 @@ func loadAgent(ctx context.Context, opt agent.Options, code, path string) (*agen
 	}
 	if path != "" {
 		b, _ := json.Marshal(agentState{URL: opt.URL, ID: a.ID, Token: a.Token})
-		if err := os.WriteFile(path, b, 0o600); err != nil {
+		if err := writePrivate(path, b); err != nil {
 			return nil, fmt.Errorf("phone-agent: --state: %w", err)
 		}
 	}

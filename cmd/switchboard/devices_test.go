@@ -1274,3 +1274,50 @@ func TestDeviceSuspendedTenant(t *testing.T) {
 		})
 	})
 }
+
+// TestPhoneAgentSafety: phone-agent refuses plain http to anything but a
+// loopback address (its token would cross the network in the clear), and a
+// state file left readable by others (it holds the token) is closed down to
+// 0600 when read, as a new one is written.
+func TestPhoneAgentSafety(t *testing.T) {
+	t.Parallel()
+	for url, ok := range map[string]bool{
+		"http://sms.example.com/api/mobile/v1":  false,
+		"http://10.0.0.5:8080/api/mobile/v1":    false,
+		"ftp://sms.example.com/api/mobile/v1":   false,
+		"sms.example.com/api/mobile/v1":         false,
+		"https://sms.example.com/api/mobile/v1": true,
+		"http://127.0.0.1:8080/api/mobile/v1":   true,
+		"http://[::1]:8080/api/mobile/v1":       true,
+		"http://localhost:8080/api/mobile/v1":   true,
+	} {
+		if err := checkAgentURL(url); (err == nil) != ok {
+			t.Errorf("--url %s: %v, want accepted %v", url, err, ok)
+		}
+	}
+	err := phoneAgentCmd(context.Background(), []string{"--url", "http://sms.example.com/api/mobile/v1", "--code", "12345678"}, noEnv, strings.NewReader(""), io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "https://") {
+		t.Errorf("phone-agent over plain http to another host: %v", err)
+	}
+
+	s := startServer(t, sqliteURL(t), devArgs...)
+	tn := msgTenant(t, s.DB)
+	_, _, code := devPhone(t, s, tn.Live, nil)
+	state := filepath.Join(t.TempDir(), "agent.json")
+	if err := os.WriteFile(state, []byte(`{}`), 0o644); err != nil { // left by an earlier version, open to others
+		t.Fatal(err)
+	}
+	if _, err := loadAgent(context.Background(), agent.Options{URL: devURL(s)}, code, state); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(state); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the state file after pairing: %v %v, want mode 0600", fi.Mode(), err)
+	}
+	os.Chmod(state, 0o640)
+	if _, err := loadAgent(context.Background(), agent.Options{URL: devURL(s)}, "", state); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(state); fi.Mode().Perm() != 0o600 {
+		t.Errorf("a state file open to others after it was read: %v", fi.Mode())
+	}
+}
