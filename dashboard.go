@@ -59,6 +59,9 @@ type DashboardSession struct {
 const (
 	SessionEndedSuspended = "suspended"
 	SessionEndedKey       = "key"
+	// SessionEndedElsewhere: another session of the tenant signed it out
+	// (sign out everywhere, or this one by name).
+	SessionEndedElsewhere = "elsewhere"
 )
 
 // NewDashboardSecret returns a fresh sign-in token or session id: 43

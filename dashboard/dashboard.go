@@ -117,6 +117,9 @@ func (h *Handler) routes() {
 
 	h.page("GET /{$}", h.overview)
 
+	h.page("GET /sessions", h.sessions)
+	h.page("POST /sessions/end", h.endSessions)
+
 	h.page("GET /keys", h.keys)
 	h.page("POST /keys", h.createKey)
 	h.page("GET /keys/{id}/revoke", h.confirmRevokeKey)

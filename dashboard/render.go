@@ -140,6 +140,10 @@ var notices = map[string]string{
 	"campaign-created":  "The campaign was created as a draft. Launch it when you are ready.",
 	"campaign-launched": "The campaign was launched. Its progress updates below.",
 	"campaign-canceled": "The campaign was canceled. Messages not sent yet are withdrawn.",
+	"other-sessions":    "Other sessions of this account are signed in too. Review them, or sign them out, under Sessions.",
+	"sessions-ended":    "Every other session was signed out.",
+	"session-ended":     "The session was signed out.",
+	"session-gone":      "That session had already ended.",
 }
 
 // newView fills the parts of a page every signed-in page shares.

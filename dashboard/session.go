@@ -25,6 +25,9 @@ type SessionStore interface {
 	Tenant(ctx context.Context, id string) (*sb.Tenant, error)
 	UseDashboardLink(ctx context.Context, tokenHash string, now time.Time) (string, error)
 	CreateDashboardSession(ctx context.Context, s *sb.DashboardSession) error
+	DashboardSessions(ctx context.Context, tenantID string, now time.Time) ([]*sb.DashboardSession, error)
+	EndDashboardSession(ctx context.Context, tenantID, idHash, reason string) error
+	EndDashboardSessionsExcept(ctx context.Context, tenantID, keep, reason string) error
 	DashboardSession(ctx context.Context, idHash string, now time.Time) (*sb.DashboardSession, error)
 	DeleteDashboardSession(ctx context.Context, idHash string) error
 	EndDashboardSessions(ctx context.Context, tenantID, reason string) error
@@ -312,7 +315,7 @@ func (h *Handler) loginWithKey(w http.ResponseWriter, r *http.Request) error {
 			next = "/dashboard/test/"
 		}
 	}
-	http.Redirect(w, r, next, http.StatusSeeOther)
+	http.Redirect(w, r, h.afterSignIn(r, s, next), http.StatusSeeOther)
 	return nil
 }
 
@@ -351,10 +354,11 @@ func (h *Handler) loginWithLink(w http.ResponseWriter, r *http.Request) error {
 	if err := t.Access(now); err != nil {
 		return h.render(w, r, nil, http.StatusForbidden, "link", "Sign in", linkView{Error: err.(*sb.Error).Message})
 	}
-	if err := h.startSession(w, r, &sb.DashboardSession{TenantID: t.ID, Method: sb.SignInLink}); err != nil {
+	s := &sb.DashboardSession{TenantID: t.ID, Method: sb.SignInLink}
+	if err := h.startSession(w, r, s); err != nil {
 		return err
 	}
-	http.Redirect(w, r, "/dashboard/", http.StatusSeeOther)
+	http.Redirect(w, r, h.afterSignIn(r, s, "/dashboard/"), http.StatusSeeOther)
 	return nil
 }
 

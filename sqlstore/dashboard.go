@@ -56,16 +56,19 @@ func (db *DB) CreateDashboardSession(ctx context.Context, s *sb.DashboardSession
 // DashboardSession returns the unexpired session whose id hashes to idHash,
 // ended or not, or sb.ErrNotFound.
 func (db *DB) DashboardSession(ctx context.Context, idHash string, now time.Time) (*sb.DashboardSession, error) {
+	s, err := scanSession(db.queryRow(ctx, `SELECT `+sessionCols+` FROM dashboard_sessions WHERE id_hash = ? AND expires_at > ?`, idHash, sb.Micros(now)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, sb.ErrNotFound
+	}
+	return s, err
+}
+
+func scanSession(row interface{ Scan(...any) error }) (*sb.DashboardSession, error) {
 	var s sb.DashboardSession
 	var key, ended sql.NullString
 	var testOnly int
 	var created, expires int64
-	err := db.queryRow(ctx, `SELECT `+sessionCols+` FROM dashboard_sessions WHERE id_hash = ? AND expires_at > ?`, idHash, sb.Micros(now)).
-		Scan(&s.IDHash, &s.TenantID, &s.Method, &key, &testOnly, &ended, &created, &expires)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, sb.ErrNotFound
-	}
-	if err != nil {
+	if err := row.Scan(&s.IDHash, &s.TenantID, &s.Method, &key, &testOnly, &ended, &created, &expires); err != nil {
 		return nil, err
 	}
 	s.KeyID, s.TestOnly, s.Ended = key.String, testOnly != 0, ended.String
@@ -76,6 +79,48 @@ func (db *DB) DashboardSession(ctx context.Context, idHash string, now time.Time
 // DeleteDashboardSession ends a session (sign-out).
 func (db *DB) DeleteDashboardSession(ctx context.Context, idHash string) error {
 	_, err := db.exec(ctx, `DELETE FROM dashboard_sessions WHERE id_hash = ?`, idHash)
+	return err
+}
+
+// DashboardSessions lists the tenant's sessions that are open at now (not
+// ended, not expired), newest first.
+func (db *DB) DashboardSessions(ctx context.Context, tenantID string, now time.Time) ([]*sb.DashboardSession, error) {
+	rows, err := db.query(ctx, `SELECT `+sessionCols+` FROM dashboard_sessions
+		WHERE tenant_id = ? AND ended IS NULL AND expires_at > ? ORDER BY created_at DESC, id_hash`, tenantID, sb.Micros(now))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*sb.DashboardSession
+	for rows.Next() {
+		s, err := scanSession(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// EndDashboardSessionsExcept ends, for reason, the tenant's sessions but
+// the one whose id hashes to keep ("" ends them all): sign out everywhere.
+func (db *DB) EndDashboardSessionsExcept(ctx context.Context, tenantID, keep, reason string) error {
+	_, err := db.exec(ctx, `UPDATE dashboard_sessions SET ended = ? WHERE tenant_id = ? AND ended IS NULL AND id_hash <> ?`, reason, tenantID, keep)
+	return err
+}
+
+// EndDashboardSession ends, for reason, the tenant's session whose id
+// hashes to idHash; another tenant's, or one already ended, is
+// sb.ErrNotFound.
+func (db *DB) EndDashboardSession(ctx context.Context, tenantID, idHash, reason string) error {
+	res, err := db.exec(ctx, `UPDATE dashboard_sessions SET ended = ? WHERE tenant_id = ? AND id_hash = ? AND ended IS NULL`, reason, tenantID, idHash)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err == nil && n == 0 {
+		err = sb.ErrNotFound
+	}
 	return err
 }
 

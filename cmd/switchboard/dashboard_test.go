@@ -707,6 +707,7 @@ func dashNarrow(t *testing.T, browser context.Context, s *server) {
 		{"/dashboard/test/", "#usage-h"}, {"/dashboard/test/keys", "#keys"}, {"/dashboard/test/messages", "#messages"},
 		{"/dashboard/test/messages/" + msg, "#message-status"}, {"/dashboard/test/webhooks", "#webhooks"},
 		{"/dashboard/phones", "#phones"}, {"/dashboard/test/contacts", "#contacts"}, {"/dashboard/test/campaigns", "#campaigns"},
+		{"/dashboard/sessions", "#sessions"},
 	}
 	for _, vp := range []struct {
 		name  string
