@@ -24,6 +24,10 @@ type Plan struct {
 	MaxContacts      int `json:"max_contacts"`
 	MaxTemplates     int `json:"max_templates"`
 	MaxOpenCampaigns int `json:"max_open_campaigns"`
+	// MaxPhones caps the sending phones of a tenant (of both
+	// environments, every kind) that it adds itself (POST /v1/phones, the
+	// dashboard); zero means none. The operator's phone add is not capped.
+	MaxPhones int `json:"max_phones"`
 }
 
 // TenantRateFactor is how many keys at the plan's rate a tenant's total
@@ -44,13 +48,13 @@ type Plans map[string]Plan
 func DefaultPlans() Plans {
 	return Plans{
 		"trial": {Name: "trial", RateLimit: 50, TenantRateLimit: 250, MonthlyCalls: 50_000, NewContactsPerDay: 50,
-			MaxContacts: 10_000, MaxTemplates: 1_000, MaxOpenCampaigns: 100},
+			MaxContacts: 10_000, MaxTemplates: 1_000, MaxOpenCampaigns: 100, MaxPhones: 5},
 		"starter": {Name: "starter", RateLimit: 50, TenantRateLimit: 250, MonthlyCalls: 50_000, NewContactsPerDay: 100,
-			MaxContacts: 100_000, MaxTemplates: 1_000, MaxOpenCampaigns: 100},
+			MaxContacts: 100_000, MaxTemplates: 1_000, MaxOpenCampaigns: 100, MaxPhones: 10},
 		"growth": {Name: "growth", RateLimit: 200, TenantRateLimit: 1_000, MonthlyCalls: 200_000, NewContactsPerDay: 500,
-			MaxContacts: 500_000, MaxTemplates: 1_000, MaxOpenCampaigns: 100},
+			MaxContacts: 500_000, MaxTemplates: 1_000, MaxOpenCampaigns: 100, MaxPhones: 200},
 		"scale": {Name: "scale", RateLimit: 0, TenantRateLimit: 0, MonthlyCalls: 0, NewContactsPerDay: 2_500,
-			MaxContacts: 1_000_000, MaxTemplates: 1_000, MaxOpenCampaigns: 100},
+			MaxContacts: 1_000_000, MaxTemplates: 1_000, MaxOpenCampaigns: 100, MaxPhones: 5_000},
 	}
 }
 
@@ -108,7 +112,7 @@ func LoadPlans(path string) (Plans, error) {
 			p.TenantRateLimit = min(TenantRateFactor*p.RateLimit, MaxRateLimit)
 		}
 		if p.RateLimit < 0 || p.TenantRateLimit < 0 || p.MonthlyCalls < 0 || p.NewContactsPerDay < 0 ||
-			p.MaxContacts < 0 || p.MaxTemplates < 0 || p.MaxOpenCampaigns < 0 {
+			p.MaxContacts < 0 || p.MaxTemplates < 0 || p.MaxOpenCampaigns < 0 || p.MaxPhones < 0 {
 			return nil, fmt.Errorf("plans file %s: plan %q: limits must be >= 0", path, name)
 		}
 		if p.RateLimit > MaxRateLimit || p.TenantRateLimit > MaxRateLimit {

@@ -15,7 +15,7 @@ import (
 
 // PhoneStore is what the phones page needs from storage.
 type PhoneStore interface {
-	AddPhone(ctx context.Context, p *sb.Phone, pairing *sb.Pairing) error
+	AddTenantPhone(ctx context.Context, p *sb.Phone, pairing *sb.Pairing, maxPhones int) error
 	Phones(ctx context.Context, tenantID string, env sb.Environment) ([]*sb.Phone, error)
 	Phone(ctx context.Context, tenantID string, env sb.Environment, id string) (*sb.Phone, error)
 	SetPairing(ctx context.Context, tenantID, id string, pairing *sb.Pairing) error
@@ -119,7 +119,7 @@ func (h *Handler) addPhone(w http.ResponseWriter, r *http.Request, v *visit) err
 	if ph.RateLimit, err = whole(form.RateLimit, "rate_limit", sb.MaxPhoneRateLimit); err != nil {
 		return invalid(err)
 	}
-	pairing, err := newPairing(now, func(p *sb.Pairing) error { return h.cfg.Store.AddPhone(ctx, ph, p) })
+	pairing, err := newPairing(now, func(p *sb.Pairing) error { return h.cfg.Store.AddTenantPhone(ctx, ph, p, v.plan.MaxPhones) })
 	if err != nil {
 		return invalid(err)
 	}

@@ -17,7 +17,7 @@ import (
 
 // PhoneStore is what the phone routes need from storage.
 type PhoneStore interface {
-	AddPhone(ctx context.Context, p *sb.Phone, pairing *sb.Pairing) error
+	AddTenantPhone(ctx context.Context, p *sb.Phone, pairing *sb.Pairing, maxPhones int) error
 	Phones(ctx context.Context, tenantID string, env sb.Environment) ([]*sb.Phone, error)
 	Phone(ctx context.Context, tenantID string, env sb.Environment, id string) (*sb.Phone, error)
 	UpdatePhone(ctx context.Context, tenantID, id string, patch sb.PhonePatch) error
@@ -155,7 +155,7 @@ func (s *Server) createPhone(w http.ResponseWriter, r *http.Request, p *auth.Pri
 	if !phonenum.Valid(ph.Number) {
 		return sb.Errorf(sb.CodeInvalidPhoneNumber, "number must be an E.164 number: + and 10 to 15 digits.")
 	}
-	pairing, err := s.newPairing(r.Context(), func(pr *sb.Pairing) error { return s.cfg.Store.AddPhone(r.Context(), ph, pr) })
+	pairing, err := s.newPairing(r.Context(), func(pr *sb.Pairing) error { return s.cfg.Store.AddTenantPhone(r.Context(), ph, pr, p.Plan.MaxPhones) })
 	if err != nil {
 		return err
 	}

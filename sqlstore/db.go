@@ -997,6 +997,9 @@ type migration struct {
 	version int
 	name    string
 	sql     string
+	// code, when set, is a migration written in Go (codeMigrations), run
+	// in the migration's transaction instead of sql.
+	code func(ctx context.Context, tx *Tx) error
 }
 
 // migrations returns the embedded migrations for the dialect in version
@@ -1033,6 +1036,13 @@ func (db *DB) migrations() ([]migration, error) {
 			return nil, err
 		}
 		byVersion[v] = migration{version: v, name: name, sql: string(body)}
+	}
+	for _, m := range codeMigrations[db.dialect] {
+		// It takes the place of the other dialect's file of its version.
+		if other, ok := byVersion[m.version]; ok && other.sql != "" {
+			return nil, fmt.Errorf("migration %s: version %d is also %s", m.name, m.version, other.name)
+		}
+		byVersion[m.version] = m
 	}
 	out := make([]migration, 0, len(byVersion))
 	for _, m := range byVersion {
@@ -1106,7 +1116,11 @@ func (db *DB) migrate(ctx context.Context) error {
 			if err != nil || now[m.version] {
 				return err
 			}
-			if m.sql != "" {
+			if m.code != nil {
+				if err := m.code(ctx, tx); err != nil {
+					return err
+				}
+			} else if m.sql != "" {
 				if _, err := tx.tx.ExecContext(ctx, m.sql); err != nil {
 					return err
 				}

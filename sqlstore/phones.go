@@ -61,10 +61,21 @@ var errDuplicatePhone = sb.Errorf(sb.CodeDuplicatePhone, "This number is already
 var ErrPairingTaken = errors.New("sqlstore: the pairing code is in use")
 
 // AddPhone stores a sending phone, with the hash of its pairing code when
-// pairing is set. A number that is one of the tenant's phones already is a
-// DUPLICATE_PHONE naming it; a number another tenant has, DUPLICATE_PHONE
-// naming none.
+// pairing is set. A number is unique within a tenant: one of the tenant's
+// phones already is a DUPLICATE_PHONE naming it. An android phone's number
+// may also be another tenant's (a paired device is what proves a number,
+// and inbound texts find their phone by its device's secret), so that no
+// tenant can hold a number against the others; a carrier or simulated
+// phone's number is unique among them all (carriers route inbound texts by
+// number), and one another tenant has is DUPLICATE_PHONE naming none.
 func (db *DB) AddPhone(ctx context.Context, p *sb.Phone, pairing *sb.Pairing) error {
+	return db.AddTenantPhone(ctx, p, pairing, 0)
+}
+
+// AddTenantPhone is AddPhone for a phone the tenant adds itself: it holds
+// at most maxPhones phones (0: no cap), counted one transaction after the
+// other; one more is a VALIDATION_ERROR naming the cap.
+func (db *DB) AddTenantPhone(ctx context.Context, p *sb.Phone, pairing *sb.Pairing, maxPhones int) error {
 	if p.Kind == "" {
 		p.Kind = sb.PhoneSimulated
 	}
@@ -73,21 +84,37 @@ func (db *DB) AddPhone(ctx context.Context, p *sb.Phone, pairing *sb.Pairing) er
 		pairHash, pairExp = db.pairingHash(pairing.Code), sb.Micros(pairing.ExpiresAt)
 	}
 	err := db.Write(ctx, func(tx *Tx) error {
-		var existing string
-		err := tx.queryRow(ctx, `SELECT id FROM phones WHERE number = ?`, p.Number).Scan(&existing)
-		switch {
-		case err == nil:
-			var owner string
-			if err := tx.queryRow(ctx, `SELECT tenant_id FROM phones WHERE id = ?`, existing).Scan(&owner); err != nil {
+		if maxPhones > 0 {
+			if err := tx.lockTenant(ctx, p.TenantID); err != nil {
 				return err
 			}
-			if owner != p.TenantID {
-				return errDuplicatePhone
-			}
+		}
+		var existing string
+		err := tx.queryRow(ctx, `SELECT id FROM phones WHERE tenant_id = ? AND number = ?`, p.TenantID, p.Number).Scan(&existing)
+		switch {
+		case err == nil:
 			return &sb.Error{Code: sb.CodeDuplicatePhone, Message: "This number is already one of your sending phones.",
 				Details: map[string]any{"existing_id": existing}}
 		case !errors.Is(err, sql.ErrNoRows):
 			return err
+		}
+		if p.Kind != sb.PhoneAndroid {
+			var n int
+			if err := tx.queryRow(ctx, `SELECT COUNT(*) FROM phones WHERE number = ? AND kind <> ?`, p.Number, sb.PhoneAndroid).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return errDuplicatePhone
+			}
+		}
+		if maxPhones > 0 {
+			var n int
+			if err := tx.queryRow(ctx, `SELECT COUNT(*) FROM phones WHERE tenant_id = ?`, p.TenantID).Scan(&n); err != nil {
+				return err
+			}
+			if n >= maxPhones {
+				return sb.Invalid("number", "Your plan allows at most %d sending phones; delete one first.", maxPhones)
+			}
 		}
 		if pairHash != nil {
 			var n int

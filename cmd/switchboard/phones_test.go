@@ -5,10 +5,14 @@ package main
 // The device protocol is in devices_test.go.
 
 import (
+	"fmt"
 	"net/http"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchboard/switchboard/provider/android/agent"
 )
 
 // phoneCreate adds an android phone with the live key and returns data.
@@ -120,13 +124,46 @@ func TestPhonesAPI(t *testing.T) {
 			if det, _ := r.Body["details"].(map[string]any); det["existing_id"] != id {
 				t.Errorf("duplicate: details %v, want existing_id %v", r.Body["details"], id)
 			}
-			// Another tenant learns nothing of which phone it is.
+			// Another tenant is not kept from the number, nor told that
+			// someone has it: a paired device is what proves a number.
 			other := msgTenant(t, db)
-			r = s.do(t, "POST", "/v1/phones", other.Live, map[string]any{"number": number})
-			msgWantErr(t, r, 409, "DUPLICATE_PHONE", "")
-			if r.Body["details"] != nil {
-				t.Errorf("another tenant's duplicate names a phone: %s", r.Raw)
+			theirs := phoneCreate(t, s, other.Live, map[string]any{"number": number})
+			if theirs["id"] == id {
+				t.Fatalf("another tenant's phone: %v", theirs)
 			}
+			// The operator can give the number to a third tenant's
+			// simulated phone; a carrier or simulated number stays unique
+			// among all tenants, so a fourth cannot have it.
+			third, fourth := msgTenant(t, db), msgTenant(t, db)
+			cli(t, db, "phone", "add", "--tenant", third.ID, "--number", number)
+			if _, err := cliErr(db, "phone", "add", "--tenant", fourth.ID, "--number", number); err == nil {
+				t.Error("a simulated phone with another tenant's simulated number was added")
+			}
+			// Each device pairs with its own tenant's phone.
+			for key, want := range map[string]any{tn.Live: id, other.Live: theirs["id"]} {
+				r := s.do(t, "POST", "/v1/phones/"+want.(string)+"/pairing", key, nil)
+				if r.Status != 200 {
+					t.Fatalf("a new code: %d %s", r.Status, r.Raw)
+				}
+				if a, _ := devAgent(t, s, r.Data()["code"].(string), agent.Options{}, false); a.Login != want {
+					t.Errorf("the device paired with %s, want %s", a.Login, want)
+				}
+			}
+		}},
+		{"a plan caps the phones", func(t *testing.T, s *server, db string) {
+			tn := newTenant(t, db, "--plan", "starter") // 10 phones; tenant create made one
+			for i := range 9 {
+				phoneCreate(t, s, tn.Live, map[string]any{"number": fmt.Sprintf("+1415555%04d", 7000+i)})
+			}
+			r := s.do(t, "POST", "/v1/phones", tn.Live, map[string]any{"number": "+14155557999"})
+			msgWantErr(t, r, 400, "VALIDATION_ERROR", "number")
+			if msg, _ := r.Body["error"].(string); !strings.Contains(msg, "10") {
+				t.Errorf("the refusal does not name the cap: %q", msg)
+			}
+			if r := s.do(t, "DELETE", "/v1/phones/"+tn.Phone.ID, tn.Live, nil); r.Status != 200 {
+				t.Fatalf("delete: %d", r.Status)
+			}
+			phoneCreate(t, s, tn.Live, map[string]any{"number": "+14155557999"})
 		}},
 		{"limits and pairing codes", func(t *testing.T, s *server, db string) {
 			tn := msgTenant(t, db)
