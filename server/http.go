@@ -44,7 +44,7 @@ const (
 // newHTTPServer returns the API's server with the limits of c; ln's
 // ConnState hook tells it which connections are idle (see connLimiter).
 func newHTTPServer(h http.Handler, c Config, ln *connLimiter, log *slog.Logger) *http.Server {
-	srv := &http.Server{
+	return &http.Server{
 		Handler:           ln.countStreams(h),
 		MaxHeaderBytes:    MaxHeaderBytes,
 		ReadHeaderTimeout: c.HeaderTimeout,
@@ -54,7 +54,6 @@ func newHTTPServer(h http.Handler, c Config, ln *connLimiter, log *slog.Logger) 
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		ConnState:         ln.connState,
 	}
-	return srv
 }
 
 // connLimiter is a listener that bounds the connections a node holds:

@@ -126,15 +126,6 @@ func isLoopback(host string) bool {
 	return err == nil && a.Unmap().IsLoopback()
 }
 
-// writePrivate writes b to path, readable by its owner only, whatever mode
-// a file already there had.
-func writePrivate(path string, b []byte) error {
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return err
-	}
-	return os.Chmod(path, 0o600)
-}
-
 func loadAgent(ctx context.Context, opt agent.Options, code, path string) (*agent.Agent, error) {
 	if path != "" {
 		if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
@@ -164,7 +155,7 @@ func loadAgent(ctx context.Context, opt agent.Options, code, path string) (*agen
 	}
 	if path != "" {
 		b, _ := json.Marshal(agentState{URL: opt.URL, ID: a.ID, Token: a.Token})
-		if err := writePrivate(path, b); err != nil {
+		if err := os.WriteFile(path, b, 0o600); err != nil { // a file there is 0600 already: see above
 			return nil, fmt.Errorf("phone-agent: --state: %w", err)
 		}
 	}

@@ -54,8 +54,8 @@ type pairingLimits struct {
 	shared Counter           // across nodes; nil on one node
 }
 
-func (p *pairingLimits) init(shared Counter, now func() time.Time) {
-	p.local, p.shared = ratelimit.NewMemory(now), shared
+func (p *pairingLimits) init(shared Counter) {
+	p.local, p.shared = ratelimit.NewMemory(nil), shared
 }
 
 // budget is one of an attempt's budgets.

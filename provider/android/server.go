@@ -140,7 +140,7 @@ func New(cfg Config) *Server {
 		touchGap:  min(15*time.Second, cfg.Routing.OfflineAfter/4)}
 	s.streams.init()
 	s.pacing.init()
-	s.pairs.init(cfg.Shared, nil)
+	s.pairs.init(cfg.Shared)
 	s.metrics = newMetrics(cfg.Registry, &s.streams)
 	cfg.Store.OnPhoneWork(s.streams.wake)
 	s.mux.HandleFunc("POST "+Prefix+"/device", s.register)
