@@ -7,13 +7,58 @@ const (
 	MaxWebhooksPerEnv = 20
 	MinSecretLength   = 16
 	MaxSecretLength   = 256
-	// WebhookTries is the first attempt and three retries.
-	WebhookTries = 4
 )
 
-// RetryDelays are the waits after the first, second and third failed
-// attempt of a delivery.
-var RetryDelays = []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second}
+// Retry policies: how long a delivery that keeps failing is tried.
+const (
+	// RetryStandard is the contract's schedule, the default: three
+	// retries, 2, 4 and 8 seconds after the failures.
+	RetryStandard = "standard"
+	// RetryExtended rides out an endpoint's outage or a deploy, as Stripe
+	// and Svix retry for days: six retries, 1 minute, 5 minutes, 30
+	// minutes, 2 hours, 8 hours and 24 hours after the failures (about
+	// 34.6 hours in all).
+	RetryExtended = "extended"
+)
+
+// RetryPolicies lists the retry policies, the default first.
+var RetryPolicies = []string{RetryStandard, RetryExtended}
+
+// retrySchedules are each policy's waits after the first, second, ...
+// failed attempt of a cycle; a failure past the last is final.
+var retrySchedules = map[string][]time.Duration{
+	RetryStandard: {2 * time.Second, 4 * time.Second, 8 * time.Second},
+	RetryExtended: {time.Minute, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 8 * time.Hour, 24 * time.Hour},
+}
+
+// RetrySchedule returns the waits of policy after each failed attempt of a
+// cycle; an unknown policy (none is stored) is the standard one.
+func RetrySchedule(policy string) []time.Duration {
+	if s, ok := retrySchedules[policy]; ok {
+		return s
+	}
+	return retrySchedules[RetryStandard]
+}
+
+// RetryDelay returns how long after the tries-th failed attempt of a cycle
+// (1 for the first) the next attempt falls due under policy, and false when
+// that attempt was the cycle's last: the delivery is failed.
+func RetryDelay(policy string, tries int) (time.Duration, bool) {
+	s := RetrySchedule(policy)
+	if tries < 1 || tries > len(s) {
+		return 0, false
+	}
+	return s[tries-1], true
+}
+
+// CheckRetryPolicy checks a webhook's retry_policy.
+func CheckRetryPolicy(policy string) error {
+	if _, ok := retrySchedules[policy]; !ok {
+		return Invalid("retry_policy", "retry_policy must be %q (retries after 2, 4 and 8 seconds) or %q (retries for about a day and a half).",
+			RetryStandard, RetryExtended)
+	}
+	return nil
+}
 
 // Delivery statuses.
 const (
@@ -36,6 +81,8 @@ type Webhook struct {
 	URL      string
 	Events   []string
 	Secret   string
+	// RetryPolicy is RetryStandard or RetryExtended.
+	RetryPolicy string
 	// PreviousSecret is the secret the last rotation replaced; it signs
 	// too, until PreviousSecretExpiresAt.
 	PreviousSecret          string
@@ -62,9 +109,10 @@ func (w *Webhook) PreviousSecretActive(now time.Time) bool {
 
 // WebhookPatch is a change to a webhook; nil fields stay as they are.
 type WebhookPatch struct {
-	URL    *string
-	Events []string
-	Secret *string
+	URL         *string
+	Events      []string
+	Secret      *string
+	RetryPolicy *string
 }
 
 // Delivery is one event on its way to one webhook.

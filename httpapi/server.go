@@ -142,6 +142,7 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /v1/webhooks/{id}/deliveries", s.authed(s.listDeliveries, pageParams...))
 	s.mux.Handle("GET /v1/webhooks/{id}/deliveries/{delivery_id}", s.authed(s.getDelivery))
 	s.mux.Handle("POST /v1/webhooks/{id}/deliveries/{delivery_id}/retry", s.authed(s.retryDelivery))
+	s.mux.Handle("POST /v1/webhooks/{id}/recover", s.authed(s.recoverDeliveries))
 
 	s.mux.Handle("POST /v1/contacts", s.authed(s.createContact))
 	s.mux.Handle("GET /v1/contacts", s.authed(s.listContacts, append([]string{"phone"}, pageParams...)...))

@@ -20,6 +20,7 @@ type WebhookStore interface {
 	Deliveries(ctx context.Context, tenantID string, env sb.Environment, webhookID string, p sb.Page) ([]*sb.Delivery, error)
 	Delivery(ctx context.Context, tenantID string, env sb.Environment, webhookID, id string) (*sb.Delivery, error)
 	RetryDelivery(ctx context.Context, tenantID string, env sb.Environment, webhookID, id string, now time.Time) (*sb.Delivery, error)
+	RecoverDeliveries(ctx context.Context, tenantID string, env sb.Environment, webhookID string, since, until, now time.Time) (int, error)
 }
 
 // URLChecker vets a webhook url against SSRF at registration.
@@ -32,6 +33,7 @@ type webhookJSON struct {
 	URL         string   `json:"url"`
 	Events      []string `json:"events"`
 	Environment string   `json:"environment"`
+	RetryPolicy string   `json:"retry_policy"`
 	// PreviousSecretExpiresAt is set while the secret a rotation replaced
 	// still signs deliveries.
 	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at"`
@@ -39,7 +41,7 @@ type webhookJSON struct {
 }
 
 func toWebhookJSON(w *sb.Webhook, now time.Time) webhookJSON {
-	out := webhookJSON{ID: w.ID, URL: w.URL, Events: w.Events, Environment: string(w.Env), CreatedAt: w.CreatedAt}
+	out := webhookJSON{ID: w.ID, URL: w.URL, Events: w.Events, Environment: string(w.Env), RetryPolicy: w.RetryPolicy, CreatedAt: w.CreatedAt}
 	if w.PreviousSecretActive(now) {
 		out.PreviousSecretExpiresAt = w.PreviousSecretExpiresAt
 	}
@@ -50,6 +52,8 @@ type createWebhookRequest struct {
 	URL    *string  `json:"url"`
 	Events []string `json:"events"`
 	Secret *string  `json:"secret"`
+	// RetryPolicy is optional (default standard), but not null.
+	RetryPolicy json.RawMessage `json:"retry_policy"`
 }
 
 // vetWebhookURL checks the address a webhook url resolves to (SSRF).
@@ -81,11 +85,21 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request, p *auth.P
 	if err := sb.CheckWebhookSecret(*req.Secret); err != nil {
 		return err
 	}
+	policy := sb.RetryStandard
+	if req.RetryPolicy != nil {
+		if err := json.Unmarshal(req.RetryPolicy, &policy); err != nil || string(req.RetryPolicy) == "null" {
+			return sb.CheckRetryPolicy("")
+		}
+		if err := sb.CheckRetryPolicy(policy); err != nil {
+			return err
+		}
+	}
 	if err := s.vetWebhookURL(r.Context(), *req.URL); err != nil {
 		return err
 	}
 	now := s.now().UTC().Truncate(time.Microsecond)
-	hook := &sb.Webhook{ID: sb.NewID(), TenantID: p.Tenant.ID, Env: p.Env, URL: *req.URL, Events: events, Secret: *req.Secret, CreatedAt: now}
+	hook := &sb.Webhook{ID: sb.NewID(), TenantID: p.Tenant.ID, Env: p.Env, URL: *req.URL, Events: events, Secret: *req.Secret,
+		RetryPolicy: policy, CreatedAt: now}
 	if err := s.cfg.Store.CreateWebhook(r.Context(), hook); err != nil {
 		return err
 	}
@@ -103,12 +117,13 @@ func (s *Server) getWebhook(w http.ResponseWriter, r *http.Request, p *auth.Prin
 }
 
 type updateWebhookRequest struct {
-	URL    json.RawMessage `json:"url"`
-	Events json.RawMessage `json:"events"`
-	Secret json.RawMessage `json:"secret"`
+	URL         json.RawMessage `json:"url"`
+	Events      json.RawMessage `json:"events"`
+	Secret      json.RawMessage `json:"secret"`
+	RetryPolicy json.RawMessage `json:"retry_policy"`
 }
 
-// updateWebhook changes a webhook's url, events or secret; the fields left
+// updateWebhook changes a webhook's url, events, secret or retry policy; the fields left
 // out stay as they are, and none of them may be null. A new secret signs
 // every delivery from now on, and the one it replaces goes on signing
 // beside it for sb.SecretOverlap (24 hours), so that the receiver can
@@ -149,6 +164,14 @@ func (s *Server) updateWebhook(w http.ResponseWriter, r *http.Request, p *auth.P
 			return err
 		}
 		if err := sb.CheckWebhookSecret(*patch.Secret); err != nil {
+			return err
+		}
+	}
+	if req.RetryPolicy != nil {
+		if patch.RetryPolicy, err = str("retry_policy", req.RetryPolicy); err != nil {
+			return err
+		}
+		if err := sb.CheckRetryPolicy(*patch.RetryPolicy); err != nil {
 			return err
 		}
 	}
@@ -290,6 +313,53 @@ func (s *Server) retryDelivery(w http.ResponseWriter, r *http.Request, p *auth.P
 		return err
 	}
 	writeData(w, http.StatusAccepted, toDeliveryJSON(d))
+	return nil
+}
+
+type recoverRequest struct {
+	Since *string `json:"since"`
+	Until *string `json:"until"`
+}
+
+type recoverJSON struct {
+	WebhookID string    `json:"webhook_id"`
+	Since     time.Time `json:"since"`
+	Until     time.Time `json:"until"`
+	Recovered int       `json:"recovered"`
+}
+
+// recoverDeliveries sends again, each with a fresh cycle of retries, every
+// failed delivery of the webhook whose event happened at or after since
+// (and before until, default now), as Svix's "recover" does; pending and
+// succeeded deliveries are left alone. It answers 202 with how many.
+func (s *Server) recoverDeliveries(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	var req recoverRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	now := s.now().UTC().Truncate(time.Microsecond)
+	if req.Since == nil {
+		return sb.Invalid("since", "since is required: the time (RFC 3339) from which failed deliveries are sent again.")
+	}
+	since, err := time.Parse(time.RFC3339Nano, *req.Since)
+	if err != nil {
+		return sb.Invalid("since", "since must be a time in RFC 3339 form, such as 2026-01-31T12:00:00Z.")
+	}
+	until := now
+	if req.Until != nil {
+		if until, err = time.Parse(time.RFC3339Nano, *req.Until); err != nil {
+			return sb.Invalid("until", "until must be a time in RFC 3339 form, such as 2026-01-31T12:00:00Z.")
+		}
+	}
+	since, until = since.UTC(), until.UTC()
+	if !since.Before(until) {
+		return sb.Invalid("since", "since must be before until (default: now).")
+	}
+	n, err := s.cfg.Store.RecoverDeliveries(r.Context(), p.Tenant.ID, p.Env, r.PathValue("id"), since, until, now)
+	if err != nil {
+		return err
+	}
+	writeData(w, http.StatusAccepted, recoverJSON{WebhookID: r.PathValue("id"), Since: since, Until: until, Recovered: n})
 	return nil
 }
 

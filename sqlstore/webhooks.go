@@ -10,7 +10,7 @@ import (
 	sb "github.com/switchboard/switchboard"
 )
 
-const webhookCols = `id, tenant_id, environment, url, events, secret, created_at, deleted_at, previous_secret, previous_secret_expires_at`
+const webhookCols = `id, tenant_id, environment, url, events, secret, created_at, deleted_at, previous_secret, previous_secret_expires_at, retry_policy`
 
 func scanWebhook(row interface{ Scan(...any) error }) (*sb.Webhook, error) {
 	var w sb.Webhook
@@ -18,7 +18,7 @@ func scanWebhook(row interface{ Scan(...any) error }) (*sb.Webhook, error) {
 	var created int64
 	var deleted, prevExpires sql.NullInt64
 	var prev sql.NullString
-	if err := row.Scan(&w.ID, &w.TenantID, &env, &w.URL, &events, &w.Secret, &created, &deleted, &prev, &prevExpires); err != nil {
+	if err := row.Scan(&w.ID, &w.TenantID, &env, &w.URL, &events, &w.Secret, &created, &deleted, &prev, &prevExpires, &w.RetryPolicy); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, sb.ErrNotFound
 		}
@@ -46,8 +46,11 @@ func (db *DB) CreateWebhook(ctx context.Context, w *sb.Webhook) error {
 		if n >= sb.MaxWebhooksPerEnv {
 			return sb.Invalid("url", "At most %d webhooks per environment; delete one first.", sb.MaxWebhooksPerEnv)
 		}
-		_, err := tx.exec(ctx, `INSERT INTO webhooks (`+webhookCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL)`,
-			w.ID, w.TenantID, string(w.Env), w.URL, strings.Join(w.Events, ","), w.Secret, sb.Micros(w.CreatedAt))
+		if w.RetryPolicy == "" {
+			w.RetryPolicy = sb.RetryStandard
+		}
+		_, err := tx.exec(ctx, `INSERT INTO webhooks (`+webhookCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, ?)`,
+			w.ID, w.TenantID, string(w.Env), w.URL, strings.Join(w.Events, ","), w.Secret, sb.Micros(w.CreatedAt), w.RetryPolicy)
 		return err
 	})
 }
@@ -78,6 +81,7 @@ func (db *DB) Webhook(ctx context.Context, tenantID string, env sb.Environment, 
 }
 
 // UpdateWebhook changes a live webhook of the environment and returns it.
+// A new retry policy applies from the next failure of a pending delivery.
 // A new secret (one that differs from the current) makes the current one
 // the previous secret, which goes on signing until now + sb.SecretOverlap;
 // the secret before it stops signing at once. Deliveries not yet made go
@@ -101,12 +105,15 @@ func (db *DB) UpdateWebhook(ctx context.Context, tenantID string, env sb.Environ
 		if patch.Events != nil {
 			w.Events = patch.Events
 		}
+		if patch.RetryPolicy != nil {
+			w.RetryPolicy = *patch.RetryPolicy
+		}
 		if patch.Secret != nil && *patch.Secret != w.Secret {
 			expires := now.Add(sb.SecretOverlap).Truncate(time.Microsecond)
 			w.PreviousSecret, w.PreviousSecretExpiresAt, w.Secret = w.Secret, &expires, *patch.Secret
 		}
-		_, err = tx.exec(ctx, `UPDATE webhooks SET url = ?, events = ?, secret = ?, previous_secret = ?, previous_secret_expires_at = ? WHERE id = ?`,
-			w.URL, strings.Join(w.Events, ","), w.Secret, nullStr(w.PreviousSecret), microsOrNil(w.PreviousSecretExpiresAt), w.ID)
+		_, err = tx.exec(ctx, `UPDATE webhooks SET url = ?, events = ?, secret = ?, previous_secret = ?, previous_secret_expires_at = ?, retry_policy = ? WHERE id = ?`,
+			w.URL, strings.Join(w.Events, ","), w.Secret, nullStr(w.PreviousSecret), microsOrNil(w.PreviousSecretExpiresAt), w.RetryPolicy, w.ID)
 		return err
 	})
 	if err != nil {
@@ -279,7 +286,8 @@ func (db *DB) ReleaseDeliveryLeases(ctx context.Context, now time.Time) error {
 }
 
 // RecordAttempts stores attempts and moves each delivery on: succeeded,
-// retried after the next delay, or failed after its last try.
+// retried after the next delay of its webhook's retry policy (counted from
+// the end of the failed attempt), or failed after the policy's last try.
 func (db *DB) RecordAttempts(ctx context.Context, rs []sb.AttemptResult) error {
 	ok, rest := splitAttempts(rs)
 	return db.Write(ctx, func(tx *Tx) error {
@@ -288,8 +296,9 @@ func (db *DB) RecordAttempts(ctx context.Context, rs []sb.AttemptResult) error {
 		}
 		for _, r := range rest {
 			var attempts, tries int
-			var status string
-			err := tx.queryRow(ctx, `SELECT attempts, tries, status FROM webhook_deliveries WHERE id = ?`, r.DeliveryID).Scan(&attempts, &tries, &status)
+			var status, policy string
+			err := tx.queryRow(ctx, `SELECT d.attempts, d.tries, d.status, w.retry_policy FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
+				WHERE d.id = ?`, r.DeliveryID).Scan(&attempts, &tries, &status, &policy)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue
 			}
@@ -314,13 +323,12 @@ func (db *DB) RecordAttempts(ctx context.Context, rs []sb.AttemptResult) error {
 			}
 			tries++
 			var next any
-			switch {
-			case r.OK:
+			if r.OK {
 				status = sb.DeliverySucceeded
-			case tries >= sb.WebhookTries:
+			} else if delay, ok := sb.RetryDelay(policy, tries); ok {
+				next = sb.Micros(a.At.Add(a.Duration).Add(delay))
+			} else {
 				status = sb.DeliveryFailed
-			default:
-				next = sb.Micros(a.At.Add(a.Duration).Add(sb.RetryDelays[tries-1]))
 			}
 			if _, err := tx.exec(ctx, `UPDATE webhook_deliveries SET attempts = ?, tries = ?, status = ?, next_attempt_at = ?, leased = 0 WHERE id = ?`,
 				attempts+1, tries, status, next, r.DeliveryID); err != nil {
@@ -536,4 +544,33 @@ func (db *DB) RetryDelivery(ctx context.Context, tenantID string, env sb.Environ
 	err = db.attachAttempts(ctx, map[string]*sb.Delivery{d.ID: d})
 	db.wakeWebhooks()
 	return d, err
+}
+
+// RecoverDeliveries sends again every failed delivery of a live webhook of
+// the environment whose event happened in [since, until), each with a fresh
+// cycle of tries due now, as RetryDelivery does for one, and returns how
+// many. Pending and succeeded deliveries are left as they are.
+func (db *DB) RecoverDeliveries(ctx context.Context, tenantID string, env sb.Environment, webhookID string, since, until, now time.Time) (int, error) {
+	var n int64
+	err := db.inTx(ctx, func(tx *Tx) error {
+		if _, err := scanWebhook(tx.queryRow(ctx, `SELECT `+webhookCols+` FROM webhooks WHERE tenant_id = ? AND environment = ? AND id = ? AND deleted_at IS NULL`,
+			tenantID, string(env), webhookID)); err != nil {
+			return err
+		}
+		res, err := tx.exec(ctx, `UPDATE webhook_deliveries SET status = 'pending', tries = 0, next_attempt_at = ?, leased = 0
+			WHERE webhook_id = ? AND tenant_id = ? AND environment = ? AND status = 'failed' AND created_at >= ? AND created_at < ?`,
+			sb.Micros(now), webhookID, tenantID, string(env), sb.Micros(since), sb.Micros(until))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if n > 0 {
+		db.wakeWebhooks()
+	}
+	return int(n), nil
 }

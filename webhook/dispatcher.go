@@ -315,8 +315,8 @@ func (d *Dispatcher) observe(hook *sb.Webhook, dl *sb.Delivery, res sb.AttemptRe
 	attrs := []any{"tenant_id", hook.TenantID, "environment", string(hook.Env), "webhook_id", hook.ID, "host", host,
 		"delivery_id", dl.ID, "event", dl.Event, "attempt", dl.Attempts + 1, "status_code", res.Attempt.StatusCode,
 		"error", res.Attempt.Error, "duration_ms", res.Attempt.Duration.Milliseconds()}
-	if try := dl.Tries + 1; try < sb.WebhookTries {
-		attrs = append(attrs, "retry_in", sb.RetryDelays[try-1].String())
+	if delay, ok := sb.RetryDelay(hook.RetryPolicy, dl.Tries+1); ok {
+		attrs = append(attrs, "retry_in", delay.String())
 	} else {
 		attrs = append(attrs, "retry_in", "none: the delivery is failed")
 	}

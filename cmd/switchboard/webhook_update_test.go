@@ -67,6 +67,8 @@ func TestWebhookGetAndUpdate(t *testing.T) {
 			`{"secret": null}`:               "secret",
 			`{"secret": 12345678901234567}`:  "secret",
 			`{"enabled": false}`:             "enabled",
+			`{"retry_policy": "weekly"}`:     "retry_policy",
+			`{"retry_policy": null}`:         "retry_policy",
 		} {
 			msgWantErr(t, s.do(t, "PATCH", "/v1/webhooks/"+id, tn.Test, body), 400, "VALIDATION_ERROR", field)
 		}

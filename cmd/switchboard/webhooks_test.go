@@ -216,6 +216,7 @@ type hookDelivery struct {
 	Status        string        `json:"status"`
 	Attempts      []hookAttempt `json:"attempts"`
 	NextAttemptAt *time.Time    `json:"next_attempt_at"`
+	CreatedAt     time.Time     `json:"created_at"`
 }
 
 func (d hookDelivery) codes() []any {
@@ -298,8 +299,11 @@ func TestWebhookRegistration(t *testing.T) {
 		}
 		d := r.Data()
 		keys := slices.Sorted(maps.Keys(d))
-		if !slices.Equal(keys, []string{"created_at", "environment", "events", "id", "previous_secret_expires_at", "url"}) {
-			t.Errorf("record fields %v, want id, url, events, environment, previous_secret_expires_at, created_at", keys)
+		if !slices.Equal(keys, []string{"created_at", "environment", "events", "id", "previous_secret_expires_at", "retry_policy", "url"}) {
+			t.Errorf("record fields %v, want id, url, events, environment, retry_policy, previous_secret_expires_at, created_at", keys)
+		}
+		if d["retry_policy"] != "standard" {
+			t.Errorf("retry_policy %v by default, want standard", d["retry_policy"])
 		}
 		if d["previous_secret_expires_at"] != nil {
 			t.Errorf("a new webhook has a previous secret: %s", r.Raw)
@@ -335,6 +339,9 @@ func TestWebhookRegistration(t *testing.T) {
 			{`{"url":"` + url + `","events":["message.failed"]}`, "secret"},
 			{`{"url":"` + url + `","events":["message.failed"],"secret":"0123456789abcde"}`, "secret"},
 			{`{"url":"` + url + `","events":["message.failed"],"secret":"` + long + `"}`, "secret"},
+			{`{"url":"` + url + `","events":["message.failed"],"secret":"` + hookSecret + `","retry_policy":"forever"}`, "retry_policy"},
+			{`{"url":"` + url + `","events":["message.failed"],"secret":"` + hookSecret + `","retry_policy":null}`, "retry_policy"},
+			{`{"url":"` + url + `","events":["message.failed"],"secret":"` + hookSecret + `","retry_policy":""}`, "retry_policy"},
 		} {
 			r := s.do(t, "POST", "/v1/webhooks", tn.Live, c.body)
 			if r.Status != http.StatusBadRequest || r.Code() != "VALIDATION_ERROR" || r.Field() != c.field {

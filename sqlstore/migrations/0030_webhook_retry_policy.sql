@@ -1,0 +1,5 @@
+-- A webhook's retry policy: "standard" (2, 4, 8 s) or "extended" (1 m to
+-- 24 h); see sb.RetrySchedule. Existing webhooks keep the standard one.
+ALTER TABLE webhooks ADD COLUMN retry_policy TEXT NOT NULL DEFAULT 'standard';
+-- Recovering a webhook's failed deliveries reads them by webhook and time.
+CREATE INDEX webhook_deliveries_failed ON webhook_deliveries (webhook_id, created_at) WHERE status = 'failed';
