@@ -3,6 +3,7 @@ package switchboard
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Code is a stable, machine-readable error code (docs/api.md).
@@ -57,6 +58,10 @@ type Error struct {
 	// Details is rendered as the envelope's optional "details" object, e.g.
 	// {"field": "rate_limit"} or {"existing_id": "..."}.
 	Details map[string]any
+	// RetryAfter, when set, is how long the caller should wait before it
+	// tries again; the API sends it as Retry-After, in whole seconds
+	// rounded up.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }

@@ -235,6 +235,47 @@ func (r Routing) Pick(phones []PhoneUse, channel, from, sticky, exclude string, 
 	return least
 }
 
+// PhoneBackAfter is how long a send that found no phone is told to wait
+// (NO_PHONE_AVAILABLE's Retry-After) when a phone that could take it is
+// offline but may come back by itself: an android phone whose device went
+// quiet, a carrier link that is re-binding. Nobody can tell when that
+// happens, so it is an interval to poll at.
+const PhoneBackAfter = time.Minute
+
+// NoPhoneWait returns how long a send on channel (from the number from,
+// when set) that found no usable phone among phones should wait before it
+// is tried again: until the next UTC day, when the daily counters start
+// again, if a phone that could take it is at its daily limit; PhoneBackAfter
+// if one is offline but may come back by itself; the shorter of the two
+// when both. It returns false when waiting does not help: no phone sends
+// on channel (or none is from), or each one that does was switched off by
+// the operator or never paired with a device.
+func (r Routing) NoPhoneWait(phones []PhoneUse, channel, from string, now time.Time) (time.Duration, bool) {
+	now = now.UTC()
+	nextDay := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC).Sub(now)
+	var wait time.Duration
+	found := false
+	for _, u := range phones {
+		p := u.Phone
+		if (from != "" && p.Number != from) || !p.HasChannel(channel) || p.Status != PhoneOnline {
+			continue
+		}
+		var w time.Duration
+		switch {
+		case p.DailyLimit > 0 && u.Used >= int64(p.DailyLimit):
+			w = nextDay
+		case p.Kind == PhoneAndroid && p.Device == nil:
+			continue // not paired: a person has to pair it first
+		default:
+			w = PhoneBackAfter
+		}
+		if !found || w < wait {
+			wait, found = w, true
+		}
+	}
+	return wait, found
+}
+
 // ViaDevice reports whether m is delivered by its phone's device (pulled
 // over the device protocol) rather than handed to a provider: a live
 // message from an android phone.

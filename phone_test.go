@@ -190,5 +190,58 @@ func TestDeviceTime(t *testing.T) {
 		if got := DeviceTime(tt.said, created, now); !got.Equal(tt.want) {
 			t.Errorf("DeviceTime(%v) = %v, want %v", tt.said, got, tt.want)
 		}
+
+// A send that found no phone waits until the next UTC day when a phone
+// that could take it is at its daily limit, PhoneBackAfter when one is
+// offline but may come back, the shorter of the two when both; waiting
+// does not help when no phone sends on the channel, or each is switched
+// off or unpaired.
+func TestNoPhoneWait(t *testing.T) {
+	now := time.Date(2026, 11, 23, 22, 30, 15, 0, time.UTC)
+	toMidnight := 90*time.Minute - 15*time.Second
+	seen, stale := now.Add(-time.Minute), now.Add(-3*time.Minute)
+	r := Routing{OfflineAfter: 2 * time.Minute}
+	phone := func(number, kind string, limit int, lastSeen *time.Time, paired bool, channels ...string) *Phone {
+		p := &Phone{ID: number, Number: number, Kind: kind, DailyLimit: limit, Channels: channels, Status: PhoneOnline, LastSeenAt: lastSeen}
+		if paired {
+			p.Device = &Device{ID: "d" + number}
+		}
+		return p
+	}
+	full := phone("+15550000001", PhoneAndroid, 5, &seen, true, ChannelSMS)         // online, at its limit
+	quiet := phone("+15550000002", PhoneAndroid, 0, &stale, true, ChannelSMS)       // paired, device silent
+	unpaired := phone("+15550000003", PhoneAndroid, 0, nil, false, ChannelSMS)      // never paired
+	switchedOff := phone("+15550000004", PhoneSimulated, 0, nil, false, ChannelSMS) // operator's switch
+	switchedOff.Status = PhoneOffline
+	chatFull := phone("+15550000005", PhoneSimulated, 3, nil, false, ChannelChat)
+	quietFull := phone("+15550000006", PhoneAndroid, 2, &stale, true, ChannelSMS) // offline and at its limit
+	uses := func(us ...PhoneUse) []PhoneUse { return us }
+	for _, c := range []struct {
+		name          string
+		phones        []PhoneUse
+		channel, from string
+		want          time.Duration // 0: no wait helps
+	}{
+		{"at its limit: the next UTC day", uses(PhoneUse{full, 5}), ChannelSMS, "", toMidnight},
+		{"offline: a minute", uses(PhoneUse{quiet, 0}), ChannelSMS, "", PhoneBackAfter},
+		{"both: the shorter", uses(PhoneUse{full, 5}, PhoneUse{quiet, 0}), ChannelSMS, "", PhoneBackAfter},
+		{"offline at its limit: the next day", uses(PhoneUse{quietFull, 2}), ChannelSMS, "", toMidnight},
+		{"from: only that phone", uses(PhoneUse{full, 5}, PhoneUse{quiet, 0}), ChannelSMS, full.Number, toMidnight},
+		{"from: a number not a phone", uses(PhoneUse{quiet, 0}), ChannelSMS, "+15559999999", 0},
+		{"no phone", nil, ChannelSMS, "", 0},
+		{"unpaired", uses(PhoneUse{unpaired, 0}), ChannelSMS, "", 0},
+		{"switched off by the operator", uses(PhoneUse{switchedOff, 0}), ChannelSMS, "", 0},
+		{"none sends the channel", uses(PhoneUse{chatFull, 3}, PhoneUse{quiet, 0}), ChannelChat, "", toMidnight},
+		{"none sends sms but a chat one", uses(PhoneUse{chatFull, 3}), ChannelSMS, "", 0},
+	} {
+		got, ok := r.NoPhoneWait(c.phones, c.channel, c.from, now)
+		if ok != (c.want > 0) || got != c.want {
+			t.Errorf("%s: %v %v, want %v", c.name, got, ok, c.want)
+		}
+	}
+	// Just before midnight: the wait is what is left of the day.
+	late := time.Date(2026, 11, 23, 23, 59, 59, 500_000_000, time.UTC)
+	if got, _ := r.NoPhoneWait(uses(PhoneUse{full, 5}), ChannelSMS, "", late); got != 500*time.Millisecond {
+		t.Errorf("half a second before midnight: %v", got)
 	}
 }

@@ -35,7 +35,10 @@
 //
 // Calls retry as the API asks of clients (DefaultRetryPolicy): a 429
 // after its Retry-After; a 500 after 1, 2 and 4 seconds; a 503 after 2, 4,
-// 8, 16 and 32 seconds; never another 4xx. A send is retried only with an
+// 8 and 16 seconds (each at least its Retry-After); never another 4xx; and
+// never more than 30 seconds of waits in all (RetryPolicy.WaitBudget), so
+// a NO_PHONE_AVAILABLE that asks to wait a minute or until midnight comes
+// back at once, with Error.RetryAfter set. A send is retried only with an
 // Idempotency-Key, and SendMessage always sets one (generating it when
 // SendParams has none), so a retried send can never send twice. A wait
 // that would outlast the context's deadline is not started: the call

@@ -88,7 +88,9 @@ type Error struct {
 	// RequestID is the answer's X-Request-Id: quote it when reporting a
 	// problem.
 	RequestID string
-	// RetryAfter is the answer's Retry-After (429 answers), zero when absent.
+	// RetryAfter is the answer's Retry-After (429 answers, and 503
+	// NO_PHONE_AVAILABLE when a phone may be back or a daily limit starts
+	// again), zero when absent.
 	RetryAfter time.Duration
 }
 

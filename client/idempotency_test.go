@@ -55,7 +55,7 @@ func (p *lossyProxy) serve(w http.ResponseWriter, r *http.Request) {
 	if mode == "503" {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusServiceUnavailable)
-		io.WriteString(w, `{"error":"No sending phone is available.","code":"NO_PHONE_AVAILABLE"}`)
+		io.WriteString(w, `{"error":"Channel detection is unavailable.","code":"DETECTION_UNAVAILABLE"}`)
 		return
 	}
 	req, _ := http.NewRequestWithContext(r.Context(), r.Method, testServer.URL+r.URL.RequestURI(), bytes.NewReader(body))

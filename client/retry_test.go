@@ -155,9 +155,14 @@ func TestRetryRules(t *testing.T) {
 		{"500 three retries 1 2 4 s", []answer{fail(500, "INTERNAL_ERROR")}, client.CodeInternal, secs(1, 2, 4), 4},
 		{"500 then success", []answer{fail(500, "INTERNAL_ERROR"), ok()}, "", secs(1), 2},
 		{"500 twice then success", []answer{fail(500, "INTERNAL_ERROR"), fail(500, "INTERNAL_ERROR"), ok()}, "", secs(1, 2), 3},
-		{"503 five retries 2 4 8 16 32 s", []answer{fail(503, "NO_PHONE_AVAILABLE")}, client.CodeNoPhoneAvailable, secs(2, 4, 8, 16, 32), 6},
+		{"503 retries 2 4 8 16 s within the 30 s budget", []answer{fail(503, "DETECTION_UNAVAILABLE")}, client.CodeDetectionUnavailable, secs(2, 4, 8, 16), 5},
 		{"503 then success", []answer{fail(503, "DETECTION_UNAVAILABLE"), ok()}, "", secs(2), 2},
-		{"503 and 500 count apart", []answer{fail(503, "NO_PHONE_AVAILABLE"), fail(500, "INTERNAL_ERROR"), fail(503, "NO_PHONE_AVAILABLE"), ok()}, "", secs(2, 1, 4), 4},
+		{"503 and 500 count apart", []answer{fail(503, "CHANNEL_UNAVAILABLE"), fail(500, "INTERNAL_ERROR"), fail(503, "CHANNEL_UNAVAILABLE"), ok()}, "", secs(2, 1, 4), 4},
+		{"503 waits at least Retry-After", []answer{fail(503, "NO_PHONE_AVAILABLE", "Retry-After", "5"), fail(503, "DATABASE_UNAVAILABLE", "Retry-After", "1"), ok()}, "", secs(5, 4), 3},
+		{"NO_PHONE_AVAILABLE past the budget not waited", []answer{fail(503, "NO_PHONE_AVAILABLE", "Retry-After", "60"), ok()}, client.CodeNoPhoneAvailable, nil, 1},
+		{"NO_PHONE_AVAILABLE until midnight not waited", []answer{fail(503, "NO_PHONE_AVAILABLE", "Retry-After", "41000"), ok()}, client.CodeNoPhoneAvailable, nil, 1},
+		{"NO_PHONE_AVAILABLE without Retry-After not retried", []answer{fail(503, "NO_PHONE_AVAILABLE"), ok()}, client.CodeNoPhoneAvailable, nil, 1},
+		{"the budget counts every wait", []answer{fail(429, "RATE_LIMIT_EXCEEDED", "Retry-After", "20"), fail(500, "INTERNAL_ERROR"), fail(429, "RATE_LIMIT_EXCEEDED", "Retry-After", "20"), ok()}, client.CodeRateLimitExceeded, secs(20, 1), 3},
 		{"429 waits Retry-After", []answer{fail(429, "RATE_LIMIT_EXCEEDED", "Retry-After", "7"), ok()}, "", secs(7), 2},
 		{"429 at most three retries", []answer{fail(429, "RATE_LIMIT_EXCEEDED", "Retry-After", "2")}, client.CodeRateLimitExceeded, secs(2, 2, 2), 4},
 		{"429 Retry-After as a date", []answer{fail(429, "RATE_LIMIT_EXCEEDED", "Retry-After", "Sat, 31 Jan 2026 12:00:05 GMT"), ok()}, "", secs(5), 2},
@@ -224,7 +229,7 @@ func TestRetryErrorsCarryTheAnswer(t *testing.T) {
 func TestSendRetriesKeepTheKeyAndBody(t *testing.T) {
 	t.Parallel()
 	for _, given := range []string{"", "order-1234-shipped"} {
-		s := newScripted(t, fail(500, "INTERNAL_ERROR"), fail(503, "NO_PHONE_AVAILABLE"), fail(500, "INTERNAL_ERROR"),
+		s := newScripted(t, fail(500, "INTERNAL_ERROR"), fail(503, "DETECTION_UNAVAILABLE"), fail(500, "INTERNAL_ERROR"),
 			answer{status: 202, header: map[string]string{}})
 		// A 2xx of the scripted server has data [], which a send cannot
 		// decode: what matters here is what was sent.
@@ -309,14 +314,14 @@ func TestRetryRespectsTheContext(t *testing.T) {
 	t.Parallel()
 	t.Run("deadline", func(t *testing.T) {
 		t.Parallel()
-		s := newScripted(t, fail(503, "NO_PHONE_AVAILABLE"))
+		s := newScripted(t, fail(503, "DETECTION_UNAVAILABLE"))
 		c, clock := scriptedClient(t, s)
 		clock.now = time.Now() // the deadline is on the real clock
 		ctx, cancel := context.WithDeadline(context.Background(), clock.Now().Add(5*time.Second))
 		defer cancel()
 		_, err := collectErr(c.ListTemplates(ctx, nil))
 		// 2 s fits, 2 + 4 s does not: two requests, and the 503 itself.
-		if !errors.Is(err, client.CodeNoPhoneAvailable) || !slices.Equal(clock.slept(), secs(2)) || len(s.requests()) != 2 {
+		if !errors.Is(err, client.CodeDetectionUnavailable) || !slices.Equal(clock.slept(), secs(2)) || len(s.requests()) != 2 {
 			t.Fatalf("err %v, waits %v, %d requests", err, clock.slept(), len(s.requests()))
 		}
 	})
@@ -333,7 +338,7 @@ func TestRetryRespectsTheContext(t *testing.T) {
 	})
 	t.Run("real clock", func(t *testing.T) {
 		t.Parallel()
-		s := newScripted(t, fail(503, "NO_PHONE_AVAILABLE"), fail(500, "INTERNAL_ERROR"), ok())
+		s := newScripted(t, fail(503, "DETECTION_UNAVAILABLE"), fail(500, "INTERNAL_ERROR"), ok())
 		c, err := client.New(s.srv.URL, scriptKey, client.WithRetryPolicy(client.RetryPolicy{
 			ServerErrorDelays: []time.Duration{time.Millisecond}, UnavailableDelays: []time.Duration{time.Millisecond}}))
 		if err != nil {
@@ -389,5 +394,84 @@ func TestNewRefusesBadInput(t *testing.T) {
 	}
 	if r := s.requests(); len(r) != 1 || r[0].path != "/v1/messages/a%2Fb%3Fc" || r[0].query != "" {
 		t.Fatalf("requests %+v", r)
+	}
+}
+
+// TestRetryWaitBudget: the budget is the policy's to set; zero means no
+// bound, and a larger one lets a call wait for a phone.
+func TestRetryWaitBudget(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		budget  time.Duration
+		answers []answer
+		sleeps  []time.Duration
+	}{
+		{"no bound: five retries of a 503", 0, []answer{fail(503, "DETECTION_UNAVAILABLE")}, secs(2, 4, 8, 16, 32)},
+		{"a larger budget waits for a phone", 90 * time.Second, []answer{fail(503, "NO_PHONE_AVAILABLE", "Retry-After", "60"), ok()}, secs(60)},
+		{"a smaller budget", 10 * time.Second, []answer{fail(503, "DETECTION_UNAVAILABLE")}, secs(2, 4)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := client.DefaultRetryPolicy()
+			p.WaitBudget = tc.budget
+			s := newScripted(t, tc.answers...)
+			c, clock := scriptedClient(t, s, client.WithRetryPolicy(p))
+			c.ListTemplates(context.Background(), nil)(func(*client.Template, error) bool { return false })
+			if got := clock.slept(); !slices.Equal(got, tc.sleeps) {
+				t.Fatalf("waits %v, want %v", got, tc.sleeps)
+			}
+		})
+	}
+	if client.DefaultRetryPolicy().WaitBudget != 30*time.Second {
+		t.Errorf("default budget %v, want 30s", client.DefaultRetryPolicy().WaitBudget)
+	}
+}
+
+// TestNoPhoneAgainstTheServer: a live send to a tenant whose only phone is
+// at its daily limit gets NO_PHONE_AVAILABLE with the seconds until the
+// next UTC day in Retry-After; the default client returns it at once
+// instead of waiting, and with no phone at all (no Retry-After) it does not
+// retry either.
+func TestNoPhoneAgainstTheServer(t *testing.T) {
+	t.Parallel()
+	now := time.Now().UTC()
+	toMidnight := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC).Sub(now)
+	if toMidnight < 2*time.Minute {
+		t.Skip("too close to midnight UTC, when the phone's daily count starts again")
+	}
+	ctx := context.Background()
+	tn := newTenant(t)
+	c := newClient(t, tn.Live)
+	if _, err := c.UpdatePhone(ctx, tn.PhoneID, client.UpdatePhoneParams{DailyLimit: client.Value(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SendMessage(ctx, client.SendParams{To: "+15005550006", Body: "the day's one message"}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err := c.SendMessage(ctx, client.SendParams{To: "+15005550006", Body: "one too many"})
+	took := time.Since(start)
+	var e *client.Error
+	if !errors.As(err, &e) || e.Code != client.CodeNoPhoneAvailable {
+		t.Fatalf("second send: %v, want NO_PHONE_AVAILABLE", err)
+	}
+	if d := e.RetryAfter - toMidnight; d < -5*time.Second || d > 5*time.Second {
+		t.Errorf("Retry-After %v, want the time to the next UTC day (%v)", e.RetryAfter, toMidnight.Round(time.Second))
+	}
+	if took > 10*time.Second {
+		t.Errorf("the call took %v: it waited instead of returning at once", took)
+	}
+
+	if err := c.DeletePhone(ctx, tn.PhoneID); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	_, err = c.SendMessage(ctx, client.SendParams{To: "+15005550006", Body: "no phone at all"})
+	if !errors.As(err, &e) || e.Code != client.CodeNoPhoneAvailable || e.RetryAfter != 0 {
+		t.Fatalf("send with no phone: %v (Retry-After %v), want NO_PHONE_AVAILABLE without Retry-After", err, e.RetryAfter)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("the call took %v: it retried", took)
 	}
 }

@@ -18,6 +18,19 @@ const (
 	EventMessageReceived  EventType = "message.received"  // an inbound message arrived
 )
 
+// WebhookRetryPolicy is how long a failing delivery is retried.
+type WebhookRetryPolicy string
+
+// The retry policies.
+const (
+	// WebhookRetryStandard, the default: 3 retries, 2, 4 and 8 s after the
+	// failures.
+	WebhookRetryStandard WebhookRetryPolicy = "standard"
+	// WebhookRetryExtended: 6 retries, 1 min, 5 min, 30 min, 2 h, 8 h and
+	// 24 h after the failures, for an endpoint that may be down for hours.
+	WebhookRetryExtended WebhookRetryPolicy = "extended"
+)
+
 // Webhook is a registered endpoint. Its secret is never returned.
 type Webhook struct {
 	ID     string      `json:"id"`
@@ -25,14 +38,16 @@ type Webhook struct {
 	Events []EventType `json:"events"`
 	// Environment is the environment of the key that registered it; only
 	// its events are delivered.
-	Environment Environment `json:"environment"`
+	Environment Environment        `json:"environment"`
+	RetryPolicy WebhookRetryPolicy `json:"retry_policy"`
 	// PreviousSecretExpiresAt is set while the secret the last rotation
 	// replaced still signs deliveries, beside the current one: until then.
 	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at"`
 	CreatedAt               time.Time  `json:"created_at"`
 }
 
-// CreateWebhookParams are the fields of a new webhook; all are required.
+// CreateWebhookParams are the fields of a new webhook; all but RetryPolicy
+// are required.
 type CreateWebhookParams struct {
 	// URL is an absolute http or https URL; private and loopback addresses
 	// are refused unless the server allows them.
@@ -42,6 +57,8 @@ type CreateWebhookParams struct {
 	// Secret (16 to 256 characters, chosen by you) signs every delivery;
 	// give the same to WebhookVerifier or VerifySignature.
 	Secret string `json:"secret"`
+	// RetryPolicy is WebhookRetryStandard when empty.
+	RetryPolicy WebhookRetryPolicy `json:"retry_policy,omitempty"`
 }
 
 // CreateWebhook registers an endpoint for the events of the key's tenant
@@ -86,9 +103,12 @@ type UpdateWebhookParams struct {
 	// receiver can move to the new one at any moment in between (give a
 	// WebhookVerifier the secret it has: either verifies).
 	Secret string `json:"secret,omitempty"`
+	// RetryPolicy, when not empty, sets the delay after the next failure
+	// of every pending delivery.
+	RetryPolicy WebhookRetryPolicy `json:"retry_policy,omitempty"`
 }
 
-// UpdateWebhook changes a webhook's url, events or secret
+// UpdateWebhook changes a webhook's url, events, secret or retry policy
 // (PATCH /v1/webhooks/{id}) and returns it.
 func (c *Client) UpdateWebhook(ctx context.Context, id string, p UpdateWebhookParams) (*Webhook, error) {
 	var w Webhook
@@ -111,7 +131,7 @@ type DeliveryStatus string
 const (
 	DeliveryPending   DeliveryStatus = "pending"   // attempts remain
 	DeliverySucceeded DeliveryStatus = "succeeded" // an attempt got a 2xx
-	DeliveryFailed    DeliveryStatus = "failed"    // the third retry failed too
+	DeliveryFailed    DeliveryStatus = "failed"    // the last retry of the policy failed too
 )
 
 // WebhookDelivery is one event on its way to one webhook.
@@ -186,12 +206,42 @@ func (c *Client) GetWebhookDelivery(ctx context.Context, webhookID, deliveryID s
 
 // RetryWebhookDelivery sends a failed delivery again
 // (POST /v1/webhooks/{id}/deliveries/{delivery_id}/retry): an attempt now,
-// then up to three retries. It returns the delivery, pending again. A
-// delivery that is pending or succeeded is 409 DELIVERY_NOT_FAILED.
+// then the retries of the webhook's policy. It returns the delivery, pending
+// again. A delivery that is pending or succeeded is 409
+// DELIVERY_NOT_FAILED.
 func (c *Client) RetryWebhookDelivery(ctx context.Context, webhookID, deliveryID string) (*WebhookDelivery, error) {
 	var d WebhookDelivery
 	if err := c.call(ctx, http.MethodPost, nil, &d, "v1", "webhooks", webhookID, "deliveries", deliveryID, "retry"); err != nil {
 		return nil, err
 	}
 	return &d, nil
+}
+
+// RecoverWebhookParams is the window of a recovery.
+type RecoverWebhookParams struct {
+	// Since is required: failed deliveries of events at or after it are
+	// sent again.
+	Since time.Time `json:"since"`
+	// Until ends the window; zero is now.
+	Until time.Time `json:"until,omitzero"`
+}
+
+// WebhookRecovery says how many deliveries a recovery sent again.
+type WebhookRecovery struct {
+	WebhookID string    `json:"webhook_id"`
+	Since     time.Time `json:"since"`
+	Until     time.Time `json:"until"`
+	Recovered int       `json:"recovered"`
+}
+
+// RecoverWebhook sends again every failed delivery of a webhook whose event
+// happened in the window, each with a fresh cycle of retries, after an
+// outage of its endpoint (POST /v1/webhooks/{id}/recover). Pending and
+// succeeded deliveries are left alone.
+func (c *Client) RecoverWebhook(ctx context.Context, webhookID string, p RecoverWebhookParams) (*WebhookRecovery, error) {
+	var r WebhookRecovery
+	if err := c.call(ctx, http.MethodPost, p, &r, "v1", "webhooks", webhookID, "recover"); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }

@@ -3,6 +3,8 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"strconv"
+	"time"
 
 	sb "github.com/switchboard/switchboard"
 )
@@ -70,6 +72,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, ok := statusOf[e.Code]
 	if !ok {
 		status = http.StatusInternalServerError
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
 	}
 	if e.Code == sb.CodeDatabaseUnavailable {
 		if w.Header().Get("Retry-After") == "" {

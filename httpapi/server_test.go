@@ -9,6 +9,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	sb "github.com/switchboard/switchboard"
 )
 
 // newTestServer returns a Server with no store: enough for the public
@@ -105,5 +108,24 @@ func TestPanicAfterWriteKeepsAnswer(t *testing.T) {
 	s.ServeHTTP(w, httptest.NewRequest("GET", "/test/late-panic", nil))
 	if w.Code != http.StatusOK || strings.TrimSpace(w.Body.String()) != `{"data":{"status":"ok"}}` {
 		t.Errorf("late panic: %d %q", w.Code, w.Body)
+	}
+}
+
+// TestErrorRetryAfter: an error that says how long to wait answers with
+// Retry-After in whole seconds, rounded up; one that does not, without.
+func TestErrorRetryAfter(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	for _, c := range []struct {
+		wait time.Duration
+		want string
+	}{{500 * time.Millisecond, "1"}, {time.Minute, "60"}, {time.Minute + time.Millisecond, "61"}, {0, ""}} {
+		w := httptest.NewRecorder()
+		e := sb.Errorf(sb.CodeNoPhoneAvailable, "No phone.")
+		e.RetryAfter = c.wait
+		s.writeError(w, httptest.NewRequest("POST", "/v1/messages", nil), e)
+		if got, ok := w.Header()["Retry-After"]; w.Code != http.StatusServiceUnavailable || (c.want == "") == ok || (ok && got[0] != c.want) {
+			t.Errorf("wait %v: %d, Retry-After %v, want %q", c.wait, w.Code, got, c.want)
+		}
 	}
 }

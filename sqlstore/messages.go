@@ -692,10 +692,27 @@ func (t *Tx) countOnPhone(ctx context.Context, env sb.Environment, p *sb.Phone, 
 	return nil
 }
 
-var (
-	errOptedOut = sb.Errorf(sb.CodeRecipientOptedOut, "The recipient opted out (sent STOP) and has not opted back in (START).")
-	errNoPhone  = sb.Errorf(sb.CodeNoPhoneAvailable, "No sending phone is available: every phone is offline or at its daily limit.")
-)
+var errOptedOut = sb.Errorf(sb.CodeRecipientOptedOut, "The recipient opted out (sent STOP) and has not opted back in (START).")
+
+// noPhone is the NO_PHONE_AVAILABLE of a send that found no phone on any of
+// channels (from the number from, when set), with how long to wait before
+// trying again when waiting can help (see Routing.NoPhoneWait).
+func (t *Tx) noPhone(key phoneKey, channels []string, from string, now time.Time) error {
+	var e *sb.Error
+	if from != "" {
+		e = sb.Errorf(sb.CodeNoPhoneAvailable, "The phone %s cannot send now: it is offline, at its daily limit or does not send %s.", from, channels[len(channels)-1])
+	} else {
+		e = sb.Errorf(sb.CodeNoPhoneAvailable, "No sending phone is available: every phone is offline or at its daily limit.")
+	}
+	if tp := t.phones[key]; tp != nil {
+		for _, c := range channels {
+			if wait, ok := t.db.routing.NoPhoneWait(tp.uses, c, from, now); ok && (e.RetryAfter == 0 || wait < e.RetryAfter) {
+				e.RetryAfter = wait
+			}
+		}
+	}
+	return e
+}
 
 func errNewContactLimit(limit int) error {
 	return sb.Errorf(sb.CodeNewContactLimit, "The daily limit of %d new recipients is reached; messages to known recipients are still allowed.", limit)
@@ -788,18 +805,17 @@ func (db *DB) acceptFn(ctx context.Context, s *sb.Send, h *handover) func(*Tx) e
 		if err != nil {
 			return err
 		}
+		tried := []string{m.Channel}
 		if chosen == nil && s.Auto && m.Channel == sb.ChannelChat {
 			// auto: no phone that sends chat can take it, so it goes by sms.
 			m.Channel = sb.ChannelSMS
+			tried = append(tried, m.Channel)
 			if chosen, err = tx.pickPhone(ctx, key, m.Channel, s.From, rcp.phoneID, "", now); err != nil {
 				return err
 			}
 		}
 		if chosen == nil {
-			if s.From != "" {
-				return sb.Errorf(sb.CodeNoPhoneAvailable, "The phone %s cannot send now: it is offline, at its daily limit or does not send %s.", s.From, m.Channel)
-			}
-			return errNoPhone
+			return tx.noPhone(key, tried, s.From, now)
 		}
 		m.From, m.PhoneID, m.PhoneKind = chosen.Number, chosen.ID, chosen.Kind
 		if err := tx.countOnPhone(ctx, m.Env, chosen, day); err != nil {

@@ -761,7 +761,12 @@ func TestDeviceDelivery(t *testing.T) {
 			}
 			stop()
 			eventually(t, 30*time.Second, "the phone to go offline", func() bool { return phoneGet(t, s, tn.Live, id)["status"] == "offline" })
-			msgWantErr(t, s.do(t, "POST", "/v1/messages", tn.Live, map[string]any{"to": msgAwake(t), "body": "x"}), 503, "NO_PHONE_AVAILABLE", "")
+			r := s.do(t, "POST", "/v1/messages", tn.Live, map[string]any{"to": msgAwake(t), "body": "x"})
+			msgWantErr(t, r, 503, "NO_PHONE_AVAILABLE", "")
+			// It may come back by itself: try again in a minute.
+			if got := r.Header.Get("Retry-After"); got != "60" {
+				t.Errorf("Retry-After %q with the only phone offline, want 60", got)
+			}
 		}},
 		{"daily limit and pacing", func(t *testing.T, s *server, db string) {
 			tn := msgTenant(t, db)

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -817,13 +818,32 @@ func TestMessagePhoneAvailability(t *testing.T) {
 				t.Fatalf("sent from %v, want the only online phone %s", d["from"], limited.Number)
 			}
 		}
-		msgWantErr(t, s.do(t, "POST", "/v1/messages", tn.Live, map[string]any{"to": msgAwake(t), "body": "x"}), 503, "NO_PHONE_AVAILABLE", "")
-		// Naming the limited phone does not help.
-		msgWantErr(t, s.do(t, "POST", "/v1/messages", tn.Live, map[string]any{"to": msgAwake(t), "body": "x", "from": limited.Number}), 503, "NO_PHONE_AVAILABLE", "")
+		// The limited phone's limit starts again at the next UTC day: the
+		// answer says to wait until then (the other phone was switched off
+		// by the operator, which waiting does not undo).
+		for _, from := range []string{"", limited.Number} { // naming the limited phone does not help
+			body := map[string]any{"to": msgAwake(t), "body": "x"}
+			if from != "" {
+				body["from"] = from
+			}
+			before := time.Now()
+			r := s.do(t, "POST", "/v1/messages", tn.Live, body)
+			after := time.Now()
+			msgWantErr(t, r, 503, "NO_PHONE_AVAILABLE", "")
+			wait, err := strconv.Atoi(r.Header.Get("Retry-After"))
+			if err != nil || wait < secondsToMidnight(after) || wait > secondsToMidnight(before) {
+				t.Errorf("from %q: Retry-After %q, want the seconds to the next UTC day (%d to %d)", from, r.Header.Get("Retry-After"),
+					secondsToMidnight(after), secondsToMidnight(before))
+			}
+		}
 
-		// Every phone offline.
+		// Every phone switched off: no Retry-After, since waiting does not help.
 		cli(t, db, "phone", "offline", limited.ID)
-		msgWantErr(t, s.do(t, "POST", "/v1/messages", tn.Live, map[string]any{"to": msgAwake(t), "body": "x"}), 503, "NO_PHONE_AVAILABLE", "")
+		r := s.do(t, "POST", "/v1/messages", tn.Live, map[string]any{"to": msgAwake(t), "body": "x"})
+		msgWantErr(t, r, 503, "NO_PHONE_AVAILABLE", "")
+		if v, ok := r.Header["Retry-After"]; ok {
+			t.Errorf("every phone switched off: Retry-After %v, want none", v)
+		}
 		// Back online.
 		cli(t, db, "phone", "online", tn.Phone.ID)
 		if d := msgSend(t, s, tn.Live, map[string]any{"to": msgAwake(t), "body": "x"}); d["from"] != tn.Phone.Number {
@@ -832,6 +852,14 @@ func TestMessagePhoneAvailability(t *testing.T) {
 		// An offline phone named by from is not used.
 		msgWantErr(t, s.do(t, "POST", "/v1/messages", tn.Live, map[string]any{"to": msgAwake(t), "body": "x", "from": limited.Number}), 503, "NO_PHONE_AVAILABLE", "")
 	})
+}
+
+// secondsToMidnight is the whole seconds, rounded up, from t to the next
+// UTC day.
+func secondsToMidnight(t time.Time) int {
+	t = t.UTC()
+	next := time.Date(t.Year(), t.Month(), t.Day()+1, 0, 0, 0, 0, time.UTC)
+	return int((next.Sub(t) + time.Second - 1) / time.Second)
 }
 
 func TestMessageStickyPhone(t *testing.T) {
