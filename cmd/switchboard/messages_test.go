@@ -837,9 +837,17 @@ func TestMessagePhoneAvailability(t *testing.T) {
 			}
 		}
 
+		// Naming the phone the operator switched off: no Retry-After, though
+		// another phone's limit starts again at midnight.
+		r := s.do(t, "POST", "/v1/messages", tn.Live, map[string]any{"to": msgAwake(t), "body": "x", "from": tn.Phone.Number})
+		msgWantErr(t, r, 503, "NO_PHONE_AVAILABLE", "")
+		if v, ok := r.Header["Retry-After"]; ok {
+			t.Errorf("from the phone switched off: Retry-After %v, want none", v)
+		}
+
 		// Every phone switched off: no Retry-After, since waiting does not help.
 		cli(t, db, "phone", "offline", limited.ID)
-		r := s.do(t, "POST", "/v1/messages", tn.Live, map[string]any{"to": msgAwake(t), "body": "x"})
+		r = s.do(t, "POST", "/v1/messages", tn.Live, map[string]any{"to": msgAwake(t), "body": "x"})
 		msgWantErr(t, r, 503, "NO_PHONE_AVAILABLE", "")
 		if v, ok := r.Header["Retry-After"]; ok {
 			t.Errorf("every phone switched off: Retry-After %v, want none", v)
