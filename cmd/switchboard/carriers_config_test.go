@@ -122,8 +122,9 @@ func TestSMPPLinkDown(t *testing.T) {
 	if m := c.message(t, id); m["status"] != "queued" {
 		t.Fatalf("a message waiting for the link: %v", m)
 	}
-	if !strings.Contains(c.s.logs.String(), `"msg":"SMPP link down"`) {
-		t.Fatal("no info line for the drop")
+	// A link's failures are warnings for the operator.
+	if l := logLines(t, c.s, "SMPP link down"); len(l) == 0 || l[0]["level"] != "WARN" {
+		t.Fatalf("the drop's log lines: %v, want one at WARN", l)
 	}
 	back := &smsc.Server{SystemID: smscSystemID, Password: smscPassword}
 	var err error
@@ -143,5 +144,10 @@ func TestSMPPLinkDown(t *testing.T) {
 	}
 	if n := textsOf(back.Submits())["queued while down"]; n != 1 {
 		t.Fatalf("the SMSC that came back got the text %d times", n)
+	}
+	for _, l := range logLines(t, c.s, "SMPP bind failed; binding again") {
+		if l["level"] != "WARN" {
+			t.Errorf("a failed bind logged at %v, want WARN", l["level"])
+		}
 	}
 }

@@ -169,6 +169,9 @@ func TestTwilioLink(t *testing.T) {
 			if n != 3 {
 				t.Fatalf("%d tries, want 3", n)
 			}
+			if l := logLines(t, c.s, "Twilio request failed: retrying"); len(l) < 2 || l[0]["level"] != "WARN" {
+				t.Errorf("the failed requests' log lines: %v, want them at WARN", l)
+			}
 			if code, _ := c.fake.Callback(ctx, m, "delivered", ""); code != http.StatusNoContent {
 				t.Fatalf("callback: %d", code)
 			}

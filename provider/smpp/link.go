@@ -261,7 +261,7 @@ func (l *Link) Run(ctx context.Context) {
 		conn, err := l.bind(ctx)
 		if err != nil {
 			wait := backoff/2 + rand.N(backoff/2+1)
-			l.log.Info("SMPP bind failed; binding again", "addr", l.cfg.Addr, "err", err.Error(), "retry_in", wait.String())
+			l.log.Warn("SMPP bind failed; binding again", "addr", l.cfg.Addr, "err", err.Error(), "retry_in", wait.String())
 			select {
 			case <-ctx.Done():
 			case <-time.After(wait):
@@ -280,7 +280,7 @@ func (l *Link) Run(ctx context.Context) {
 		reason := s.run(ctx)
 		l.down(s)
 		if ctx.Err() == nil {
-			l.log.Info("SMPP link down", "addr", l.cfg.Addr, "reason", reason)
+			l.log.Warn("SMPP link down", "addr", l.cfg.Addr, "reason", reason)
 		}
 	}
 }
@@ -442,7 +442,7 @@ func (l *Link) answered(s *session, p *outPart, status data.CommandStatusType, i
 	l.mu.Unlock()
 	l.opt.Metrics.Submit(name, result, 1)
 	if result == "throttled" {
-		l.log.Info("SMSC throttling: pausing submit_sm", "status", status.String(), "pause", pause.String())
+		l.log.Warn("SMSC throttling: pausing submit_sm", "status", status.String(), "pause", pause.String())
 	}
 	signal(l.wake)
 	if ev != nil {

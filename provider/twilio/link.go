@@ -131,7 +131,7 @@ func (l *Link) setUp(up bool, why string) {
 		if up {
 			l.log.Info("Twilio link up", "base_url", l.cfg.BaseURL)
 		} else {
-			l.log.Info("Twilio link down", "base_url", l.cfg.BaseURL, "reason", why)
+			l.log.Warn("Twilio link down", "base_url", l.cfg.BaseURL, "reason", why)
 		}
 	}
 }
@@ -230,7 +230,7 @@ func (l *Link) probeLoop(ctx context.Context) {
 			return
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
-		l.log.Info("Twilio account check failed", "err", err.Error(), "retry_in", wait.String())
+		l.log.Warn("Twilio account check failed", "err", err.Error(), "retry_in", wait.String())
 		select {
 		case <-ctx.Done():
 		case <-time.After(wait):
@@ -366,7 +366,7 @@ func (l *Link) send(ctx context.Context, j *job) {
 		l.pause = time.Now().Add(wait)
 		l.mu.Unlock()
 		l.opt.Metrics.Submit(l.cfg.Name, "throttled", 1)
-		l.log.Info("Twilio answered 429: pausing the link", "pause", wait.String())
+		l.log.Warn("Twilio answered 429: pausing the link", "pause", wait.String())
 		j.tries++
 		l.requeue(j, 0, true)
 	case res.StatusCode >= 500:
@@ -408,7 +408,7 @@ func (l *Link) failed(j *job, why string) {
 	down := l.failures >= 3
 	l.mu.Unlock()
 	l.opt.Metrics.Submit(l.cfg.Name, "retried", 1)
-	l.log.Info("Twilio request failed: retrying", "message_id", j.m.ID, "err", why, "retry_in", wait.String())
+	l.log.Warn("Twilio request failed: retrying", "message_id", j.m.ID, "err", why, "retry_in", wait.String())
 	if down {
 		l.setUp(false, "three requests in a row failed: "+why)
 	}
