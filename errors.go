@@ -76,6 +76,12 @@ func Invalid(field, format string, args ...any) *Error {
 	return &Error{Code: CodeValidation, Message: fmt.Sprintf(format, args...), Details: map[string]any{"field": field}}
 }
 
+// InvalidPhone returns an INVALID_PHONE_NUMBER naming the field that holds
+// the number.
+func InvalidPhone(field, format string, args ...any) *Error {
+	return &Error{Code: CodeInvalidPhoneNumber, Message: fmt.Sprintf(format, args...), Details: map[string]any{"field": field}}
+}
+
 // Seconds writes a count of seconds for an error message: "1 second", "2
 // seconds".
 func Seconds(n int) string {

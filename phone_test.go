@@ -190,6 +190,8 @@ func TestDeviceTime(t *testing.T) {
 		if got := DeviceTime(tt.said, created, now); !got.Equal(tt.want) {
 			t.Errorf("DeviceTime(%v) = %v, want %v", tt.said, got, tt.want)
 		}
+	}
+}
 
 // A send that found no phone waits until the next UTC day when a phone
 // that could take it is at its daily limit, PhoneBackAfter when one is

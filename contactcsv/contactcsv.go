@@ -1,6 +1,7 @@
 // Package contactcsv reads the CSV file of a contact import (README
 // "Contacts"): a header row naming a phone column, optionally name, and any
-// other columns, which become fields. The API's import route and the
+// other columns, which become fields. Phones are E.164, written with or
+// without the spaces, dashes, dots and brackets a spreadsheet adds. The API's import route and the
 // dashboard's import form both read files with it, so a file imports the same
 // way through either. It does not store anything.
 package contactcsv
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -121,10 +123,12 @@ func Parse(raw []byte, init func(*sb.Contact)) ([]*sb.ImportRow, error) {
 // contactFromRecord returns the contact of one CSV record, or why it is
 // invalid. Empty cells give no field.
 func contactFromRecord(header, rec []string, phoneCol, nameCol int) (*sb.Contact, string) {
-	c := &sb.Contact{Phone: strings.TrimSpace(rec[phoneCol]), Fields: map[string]string{}}
-	if !phonenum.Valid(c.Phone) {
-		return nil, "phone must be an E.164 number: + and 10 to 15 digits."
+	phone, ok := phonenum.Compact(rec[phoneCol])
+	if !ok {
+		return nil, fmt.Sprintf("phone %s is not an E.164 number: + and 10 to 15 digits, the country code first (spaces, dashes, dots and brackets between them are fine).",
+			quoteClipped(strings.TrimSpace(rec[phoneCol]), 40))
 	}
+	c := &sb.Contact{Phone: phone, Fields: map[string]string{}}
 	for i, v := range rec {
 		switch {
 		case i == phoneCol:
@@ -141,6 +145,17 @@ func contactFromRecord(header, rec []string, phoneCol, nameCol int) (*sb.Contact
 		}
 	}
 	return c, ""
+}
+
+// quoteClipped quotes s for a message, cut to at most n characters.
+func quoteClipped(s string, n int) string {
+	if s == "" {
+		return "(empty)"
+	}
+	if r := []rune(s); len(r) > n {
+		return strconv.Quote(string(r[:n])) + "…"
+	}
+	return strconv.Quote(s)
 }
 
 func csvError(err error) error {

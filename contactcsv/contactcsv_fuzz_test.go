@@ -27,6 +27,7 @@ func FuzzParse(f *testing.F) {
 		"phone,first name\n+12125550123,x\n",
 		"phone,a\n+12125550123,b,c\n",
 		"phone\r\n+12125550123\r\n",
+		"phone,name\n+1 (212) 555-0123,Ada\n+1 212 555 0123,Again\n",
 	} {
 		f.Add([]byte(seed))
 	}

@@ -146,8 +146,7 @@ func (req *createCampaignRequest) validate() (*sb.Campaign, error) {
 		c.Audience = sb.AudienceTo
 		c.Recipients, err = list("to", *req.To, func(i int, n string) error {
 			if !phonenum.Valid(n) {
-				return &sb.Error{Code: sb.CodeInvalidPhoneNumber, Message: fmt.Sprintf("to[%d] must be an E.164 number: + and 10 to 15 digits.", i),
-					Details: map[string]any{"field": fmt.Sprintf("to[%d]", i)}}
+				return sb.InvalidPhone(fmt.Sprintf("to[%d]", i), "to[%d] must be an E.164 number: + and 10 to 15 digits.", i)
 			}
 			return nil
 		})

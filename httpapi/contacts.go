@@ -117,7 +117,7 @@ func (s *Server) createContact(w http.ResponseWriter, r *http.Request, p *auth.P
 	}
 	c.Fields = fields
 	if !phonenum.Valid(c.Phone) {
-		return sb.Errorf(sb.CodeInvalidPhoneNumber, "phone must be an E.164 number: + and 10 to 15 digits.")
+		return sb.InvalidPhone("phone", "phone must be an E.164 number: + and 10 to 15 digits.")
 	}
 	c.CreatedAt = s.now().UTC().Truncate(time.Microsecond)
 	c.UpdatedAt = c.CreatedAt
@@ -205,7 +205,7 @@ func (s *Server) updateContact(w http.ResponseWriter, r *http.Request, p *auth.P
 		patch.Fields = &fields
 	}
 	if patch.Phone != nil && !phonenum.Valid(*patch.Phone) {
-		return sb.Errorf(sb.CodeInvalidPhoneNumber, "phone must be an E.164 number: + and 10 to 15 digits.")
+		return sb.InvalidPhone("phone", "phone must be an E.164 number: + and 10 to 15 digits.")
 	}
 	ctx, id := r.Context(), r.PathValue("id")
 	var c *sb.Contact

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -56,7 +57,23 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if err != nil {
 		return decodeReadError(err)
 	}
+	if err := notAForm(r, raw); err != nil {
+		return err
+	}
 	return decodeBytes(raw, v)
+}
+
+// notAForm refuses a body sent as a form (what curl -d and an HTML form
+// send) that is not JSON, with a message that says JSON is expected and
+// details.field naming the Content-Type header, not a field the route may
+// have. A form's Content-Type over a JSON body is read as JSON, as before.
+func notAForm(r *http.Request, raw []byte) error {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if (mt != "application/x-www-form-urlencoded" && mt != "multipart/form-data") || json.Valid(raw) {
+		return nil
+	}
+	return sb.Invalid("Content-Type", "The request body must be JSON, sent with Content-Type: application/json; this one is %s. "+
+		`With curl, use --json '{"to": "+15005550000", ...}' or -H 'Content-Type: application/json' -d '{...}'.`, mt)
 }
 
 // noBody checks the body of a route that takes none: empty, or an empty

@@ -100,10 +100,10 @@ func (req *sendRequest) validate() (data map[string]string, err error) {
 		return nil, err
 	}
 	if !phonenum.Valid(*req.To) {
-		return nil, sb.Errorf(sb.CodeInvalidPhoneNumber, "to must be an E.164 number: + and 10 to 15 digits.")
+		return nil, sb.InvalidPhone("to", "to must be an E.164 number: + and 10 to 15 digits.")
 	}
 	if req.From != nil && !phonenum.Valid(*req.From) {
-		return nil, sb.Errorf(sb.CodeInvalidPhoneNumber, "from must be an E.164 number: + and 10 to 15 digits.")
+		return nil, sb.InvalidPhone("from", "from must be an E.164 number: + and 10 to 15 digits.")
 	}
 	return data, nil
 }
@@ -237,6 +237,9 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, p *auth.Principal,
 		}
 	}
 
+	if err := notAForm(r, raw); err != nil {
+		return err
+	}
 	var req sendRequest
 	if err := decodeSend(raw, &req); err != nil {
 		return err
@@ -555,9 +558,9 @@ func (s *Server) testInbound(w http.ResponseWriter, r *http.Request, p *auth.Pri
 	case req.Body == nil || *req.Body == "" || utf8.RuneCountInString(*req.Body) > sb.MaxBodyLength:
 		return sb.Invalid("body", "body must be 1 to %d characters.", sb.MaxBodyLength)
 	case !phonenum.Valid(*req.From):
-		return sb.Errorf(sb.CodeInvalidPhoneNumber, "from must be an E.164 number: + and 10 to 15 digits.")
+		return sb.InvalidPhone("from", "from must be an E.164 number: + and 10 to 15 digits.")
 	case req.To != nil && !phonenum.Valid(*req.To):
-		return sb.Errorf(sb.CodeInvalidPhoneNumber, "to must be an E.164 number: + and 10 to 15 digits.")
+		return sb.InvalidPhone("to", "to must be an E.164 number: + and 10 to 15 digits.")
 	}
 	phones, err := s.cfg.Store.Phones(r.Context(), p.Tenant.ID, p.Env)
 	if err != nil {

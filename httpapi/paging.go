@@ -80,8 +80,7 @@ func phoneParam(r *http.Request, name string) (string, error) {
 	if strings.HasPrefix(v, " ") && phonenum.Valid("+"+v[1:]) {
 		hint = ` In a query string "+" means a space: write it %2B (` + name + `=%2B` + v[1:] + `).`
 	}
-	return "", &sb.Error{Code: sb.CodeInvalidPhoneNumber, Message: name + " must be an E.164 number: + and 10 to 15 digits." + hint,
-		Details: map[string]any{"field": name}}
+	return "", sb.InvalidPhone(name, "%s must be an E.164 number: + and 10 to 15 digits.%s", name, hint)
 }
 
 // clip shortens s to at most n bytes for an error message.

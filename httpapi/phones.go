@@ -153,7 +153,7 @@ func (s *Server) createPhone(w http.ResponseWriter, r *http.Request, p *auth.Pri
 		}
 	}
 	if !phonenum.Valid(ph.Number) {
-		return sb.Errorf(sb.CodeInvalidPhoneNumber, "number must be an E.164 number: + and 10 to 15 digits.")
+		return sb.InvalidPhone("number", "number must be an E.164 number: + and 10 to 15 digits.")
 	}
 	pairing, err := s.newPairing(r.Context(), func(pr *sb.Pairing) error { return s.cfg.Store.AddTenantPhone(r.Context(), ph, pr, p.Plan.MaxPhones) })
 	if err != nil {

@@ -42,6 +42,27 @@ func Valid(s string) bool {
 	return true
 }
 
+// Compact returns s without the spaces, dashes, dots and brackets people
+// write between the digits of a number ("+1 555 000-3333", "+44 (20)
+// 7123 4567"), and whether what is left is Valid. A number must still
+// start with '+': without its country code it is not E.164.
+func Compact(s string) (string, bool) {
+	s = strings.TrimSpace(s)
+	if Valid(s) {
+		return s, true
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case ' ', '\u00a0', '\t', '-', '.', '(', ')', '\u2010', '\u2011', '\u2012', '\u2013':
+			continue
+		}
+		b.WriteRune(r)
+	}
+	out := b.String()
+	return out, Valid(out)
+}
+
 // Normalize returns raw, a number as a phone received it (a sender's
 // number: "+15551234567", "(555) 123-4567", "0044 20 7123 4567" or an
 // alphanumeric sender such as "AMAZON"), in E.164 when it is one: read in

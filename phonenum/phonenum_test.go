@@ -163,3 +163,25 @@ func FuzzInboundSender(f *testing.F) {
 		}
 	})
 }
+
+func TestCompact(t *testing.T) {
+	for in, want := range map[string]string{
+		"+15550003333":                   "+15550003333",
+		" +15550003333 ":                 "+15550003333",
+		"+1 555 000 3333":                "+15550003333",
+		"+1 (555) 000-3333":              "+15550003333",
+		"+44 20 7123 4567":               "+442071234567",
+		"+1.555.000.3333":                "+15550003333",
+		"+1\u00a0555\u00a0000\u00a03333": "+15550003333",
+		"+1 555 000\u20113333":           "+15550003333",
+	} {
+		if got, ok := Compact(in); !ok || got != want {
+			t.Errorf("Compact(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"", "555 000 3333", "1 555 000 3333", "+1 555 00", "+1 555 000 3333 x12", "+1/555/000/3333", "++15550003333", "+0 555 000 3333"} {
+		if got, ok := Compact(in); ok {
+			t.Errorf("Compact(%q) = %q, valid; want invalid", in, got)
+		}
+	}
+}

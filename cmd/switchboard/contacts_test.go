@@ -97,8 +97,8 @@ func TestContactCRUD(t *testing.T) {
 			{map[string]any{"phone": "+14155550102", "fields": ctManyFields(51)}, 400, "VALIDATION_ERROR", "fields"},
 			// VALIDATION_ERROR comes before INVALID_PHONE_NUMBER.
 			{map[string]any{"phone": "14155550102", "name": ""}, 400, "VALIDATION_ERROR", "name"},
-			{map[string]any{"phone": "14155550102"}, 400, "INVALID_PHONE_NUMBER", ""},
-			{map[string]any{"phone": "+1 415 555 0102"}, 400, "INVALID_PHONE_NUMBER", ""},
+			{map[string]any{"phone": "14155550102"}, 400, "INVALID_PHONE_NUMBER", "phone"},
+			{map[string]any{"phone": "+1 415 555 0102"}, 400, "INVALID_PHONE_NUMBER", "phone"},
 			{"not json", 400, "VALIDATION_ERROR", "body"},
 		} {
 			r := s.do(t, "POST", "/v1/contacts", key, tc.body)
@@ -133,7 +133,7 @@ func TestContactCRUD(t *testing.T) {
 		if ctExistingID(r) != bare["id"] {
 			t.Fatalf("details.existing_id %q, want %v", ctExistingID(r), bare["id"])
 		}
-		ctWantErr(t, "patch bad phone", s.do(t, "PATCH", "/v1/contacts/"+id, key, map[string]any{"phone": "0044"}), 400, "INVALID_PHONE_NUMBER", "")
+		ctWantErr(t, "patch bad phone", s.do(t, "PATCH", "/v1/contacts/"+id, key, map[string]any{"phone": "0044"}), 400, "INVALID_PHONE_NUMBER", "phone")
 		ctWantErr(t, "patch unknown field", s.do(t, "PATCH", "/v1/contacts/"+id, key, map[string]any{"id": "x"}), 400, "VALIDATION_ERROR", "id")
 		ctWantErr(t, "patch bad name", s.do(t, "PATCH", "/v1/contacts/"+id, key, map[string]any{"name": 5}), 400, "VALIDATION_ERROR", "name")
 		ctWantErr(t, "patch unknown id", s.do(t, "PATCH", "/v1/contacts/01HZZZZZZZZZZZZZZZZZZZZZZZ", key, map[string]any{"name": "x"}), 404, "CONTACT_NOT_FOUND", "")
@@ -313,15 +313,18 @@ func TestContactImport(t *testing.T) {
 			"+14155550141,Again,Berlin,\r\n" + // line 7: duplicate of line 2
 			"+14155550144,Short\r\n" + // line 8: too few columns
 			"+14155550145,,," + strings.Repeat("x", 501) + "\r\n" + // line 9: value too long
-			" +14155550146 ,,Lima,\r\n" // line 10: created (phone trimmed), no name, no code
+			" +14155550146 ,,Lima,\r\n" + // line 10: created (phone trimmed), no name, no code
+			"+1 (415) 555-0147,Spaced,,\r\n" + // line 11: created: the separators a spreadsheet writes
+			"+1 415 555 0140,Spaced dup,,\r\n" // line 12: duplicate of the existing contact, written with spaces
 		created, dups, invalid, rows := ctImport(t, s, key, csv)
-		if created != 3 || dups != 2 || invalid != 3 || len(rows) != 8 {
+		if created != 4 || dups != 3 || invalid != 3 || len(rows) != 10 {
 			t.Fatalf("report: created %d, duplicates %d, invalid %d, rows %+v", created, dups, invalid, rows)
 		}
 		want := []struct {
 			row    int
 			status string
-		}{{2, "created"}, {3, "duplicate"}, {4, "invalid"}, {5, "created"}, {7, "duplicate"}, {8, "invalid"}, {9, "invalid"}, {10, "created"}}
+		}{{2, "created"}, {3, "duplicate"}, {4, "invalid"}, {5, "created"}, {7, "duplicate"}, {8, "invalid"}, {9, "invalid"}, {10, "created"},
+			{11, "created"}, {12, "duplicate"}}
 		for i, w := range want {
 			if rows[i].Row != w.row || rows[i].Status != w.status {
 				t.Fatalf("row %d: %+v, want %+v", i, rows[i], w)
@@ -343,6 +346,15 @@ func TestContactImport(t *testing.T) {
 		}
 		if rows[1].ExistingID != existing["id"] {
 			t.Fatalf("duplicate of an existing contact: %+v, want %v", rows[1], existing["id"])
+		}
+		if !strings.Contains(rows[2].Error, `phone "4155550142" is not an E.164 number`) {
+			t.Errorf("an invalid phone's row does not echo the value: %q", rows[2].Error)
+		}
+		if c := ctGet(t, s, key, rows[8].ID); c["phone"] != "+14155550147" {
+			t.Errorf("a phone written with separators: %v, want +14155550147", c["phone"])
+		}
+		if rows[9].ExistingID != existing["id"] {
+			t.Errorf("a phone written with spaces is not a duplicate of the same number: %+v", rows[9])
 		}
 		if rows[4].ExistingID != rows[0].ID {
 			t.Fatalf("duplicate within the file: %+v, want %s", rows[4], rows[0].ID)
@@ -366,7 +378,7 @@ func TestContactImport(t *testing.T) {
 
 		// Importing the same file again creates nothing.
 		created, dups, invalid, _ = ctImport(t, s, key, csv)
-		if created != 0 || dups != 5 || invalid != 3 {
+		if created != 0 || dups != 7 || invalid != 3 {
 			t.Fatalf("second import: created %d, duplicates %d, invalid %d", created, dups, invalid)
 		}
 		// A header only is an empty import; imported contacts stay in their environment.

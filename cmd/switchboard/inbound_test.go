@@ -69,8 +69,8 @@ func TestInboundMessage(t *testing.T) {
 			{"empty body", "VALIDATION_ERROR", "body", map[string]any{"from": from, "body": ""}},
 			{"body of 1601 characters", "VALIDATION_ERROR", "body", map[string]any{"from": from, "body": strings.Repeat("x", 1601)}},
 			{"unknown field", "VALIDATION_ERROR", "channel", map[string]any{"from": from, "body": "x", "channel": "sms"}},
-			{"from not E.164", "INVALID_PHONE_NUMBER", "", map[string]any{"from": "12345", "body": "x"}},
-			{"to not E.164", "INVALID_PHONE_NUMBER", "", map[string]any{"from": from, "to": "+1 212", "body": "x"}},
+			{"from not E.164", "INVALID_PHONE_NUMBER", "from", map[string]any{"from": "12345", "body": "x"}},
+			{"to not E.164", "INVALID_PHONE_NUMBER", "to", map[string]any{"from": from, "to": "+1 212", "body": "x"}},
 		} {
 			r := s.do(t, "POST", "/v1/test/inbound", tn.Live, c.body)
 			if r.Status != 400 || r.Code() != c.code || (c.field != "" && r.Field() != c.field) {

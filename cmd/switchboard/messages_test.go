@@ -344,11 +344,11 @@ func TestMessageValidation(t *testing.T) {
 			{"malformed JSON", `{"to": "` + to + `", "body": `, "VALIDATION_ERROR", "body"},
 			{"not an object", `["to"]`, "VALIDATION_ERROR", "body"},
 			{"empty request body", "", "VALIDATION_ERROR", "body"},
-			{"phone without plus", map[string]any{"to": "12345", "body": "hi"}, "INVALID_PHONE_NUMBER", ""},
-			{"phone too short", map[string]any{"to": "+123", "body": "hi"}, "INVALID_PHONE_NUMBER", ""},
-			{"phone of 16 digits", map[string]any{"to": "+1234567890123456", "body": "hi"}, "INVALID_PHONE_NUMBER", ""},
-			{"phone with spaces", map[string]any{"to": "+1 212 555 0123", "body": "hi"}, "INVALID_PHONE_NUMBER", ""},
-			{"from not E.164", map[string]any{"to": to, "body": "hi", "from": "555-0100"}, "INVALID_PHONE_NUMBER", ""},
+			{"phone without plus", map[string]any{"to": "12345", "body": "hi"}, "INVALID_PHONE_NUMBER", "to"},
+			{"phone too short", map[string]any{"to": "+123", "body": "hi"}, "INVALID_PHONE_NUMBER", "to"},
+			{"phone of 16 digits", map[string]any{"to": "+1234567890123456", "body": "hi"}, "INVALID_PHONE_NUMBER", "to"},
+			{"phone with spaces", map[string]any{"to": "+1 212 555 0123", "body": "hi"}, "INVALID_PHONE_NUMBER", "to"},
+			{"from not E.164", map[string]any{"to": to, "body": "hi", "from": "555-0100"}, "INVALID_PHONE_NUMBER", "from"},
 			// Field rules come before the phone number rule.
 			{"invalid phone and missing body", map[string]any{"to": "12345"}, "VALIDATION_ERROR", "body"},
 			{"invalid phone and bad channel", map[string]any{"to": "+123", "body": "hi", "channel": "fax"}, "VALIDATION_ERROR", "channel"},
@@ -359,6 +359,22 @@ func TestMessageValidation(t *testing.T) {
 			if r.Status != 400 || r.Code() != c.code || (c.field != "" && r.Field() != c.field) {
 				t.Errorf("%s: want 400 %s field %q, got %d %s", c.name, c.code, c.field, r.Status, r.Raw)
 			}
+		}
+
+		// A form (curl -d without a JSON Content-Type): the answer says JSON
+		// is expected, naming the header, not the message's body field.
+		form := "to=%2B15005550000&body=hello"
+		for _, ct := range []string{"application/x-www-form-urlencoded", "multipart/form-data; boundary=x"} {
+			r := s.do(t, "POST", "/v1/messages", tn.Live, form, "Content-Type", ct)
+			msgWantErr(t, r, 400, "VALIDATION_ERROR", "Content-Type")
+			if msg := r.Body["error"].(string); !strings.Contains(msg, "must be JSON") || !strings.Contains(msg, "application/json") {
+				t.Errorf("%s body: %q, want it to say the body must be JSON", ct, msg)
+			}
+		}
+		// Other routes say the same; JSON sent with a form's Content-Type is read.
+		msgWantErr(t, s.do(t, "POST", "/v1/contacts", tn.Live, "phone=%2B15005550000", "Content-Type", "application/x-www-form-urlencoded"), 400, "VALIDATION_ERROR", "Content-Type")
+		if r := s.do(t, "POST", "/v1/messages", tn.Test, `{"to": "`+to+`", "body": "json with a form's type"}`, "Content-Type", "application/x-www-form-urlencoded"); r.Status != http.StatusAccepted {
+			t.Errorf("JSON with Content-Type application/x-www-form-urlencoded: %d %s", r.Status, r.Raw)
 		}
 
 		// Over 1 MiB: 413.

@@ -92,7 +92,7 @@ func TestPhonesAPI(t *testing.T) {
 			}{
 				{map[string]any{}, "VALIDATION_ERROR", "number"},
 				{map[string]any{"number": ""}, "VALIDATION_ERROR", "number"},
-				{map[string]any{"number": "+1415555"}, "INVALID_PHONE_NUMBER", ""},
+				{map[string]any{"number": "+1415555"}, "INVALID_PHONE_NUMBER", "number"},
 				{map[string]any{"number": "+14155550100", "daily_limit": 0}, "VALIDATION_ERROR", "daily_limit"},
 				{map[string]any{"number": "+14155550100", "daily_limit": 2.5}, "VALIDATION_ERROR", "daily_limit"},
 				{map[string]any{"number": "+14155550100", "rate_limit": 0}, "VALIDATION_ERROR", "rate_limit"},
