@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,6 +49,10 @@ func newLimits(db *sqlstore.DB, redisOpt *redis.Options, fo ratelimit.FallbackOp
 		fo.Timeout = cmp.Or(fo.Timeout, ratelimit.DefaultPrimaryTimeout)
 		fo.Log = log
 		ratelimit.FailFast(redisOpt, fo.Timeout)
+		// The client's logger is the package's, for the whole process:
+		// with several servers in one process (tests), the last one's
+		// log gets the lines.
+		redis.SetLogger(redisLog{log})
 		l.redis = redis.NewClient(redisOpt)
 		rl := ratelimit.NewRedis(l.redis)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -59,6 +64,16 @@ func newLimits(db *sqlstore.DB, redisOpt *redis.Options, fo ratelimit.FallbackOp
 		l.Limiter = l.fallback
 	}
 	return l
+}
+
+// redisLog carries the Redis client's own log lines (a connection it could
+// not close, a failed re-authentication, a handshake it fell back from),
+// which it would otherwise print on stderr in a format of its own, into
+// the node's JSON log, at WARN.
+type redisLog struct{ log *slog.Logger }
+
+func (l redisLog) Printf(_ context.Context, format string, v ...any) {
+	l.log.Warn("redis client", "detail", strings.TrimPrefix(strings.TrimSpace(fmt.Sprintf(format, v...)), "redis: "))
 }
 
 func (l *limits) close() {

@@ -1,10 +1,14 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -72,4 +76,56 @@ func TestRedisFallbackOptions(t *testing.T) {
 	if f := l.fallback.Fallbacks(); f != 23 {
 		t.Fatalf("fallbacks = %d, want 23", f)
 	}
+}
+
+// The Redis client's own log lines go to the node's JSON log, not to
+// stderr in the client's format.
+func TestRedisClientLogsToTheNodeLog(t *testing.T) {
+	db, err := sqlstore.Open(context.Background(), "sqlite:"+t.TempDir()+"/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var buf lockedBuffer
+	l := newLimits(db, &redis.Options{Addr: "127.0.0.1:1"}, ratelimit.FallbackOptions{}, slog.New(slog.NewJSONHandler(&buf, nil)))
+	defer l.close()
+	// The client logs that it rounds an expiry under a millisecond up to
+	// one, as it builds the command (before it connects).
+	l.redis.Set(context.Background(), "k", "v", 500*time.Microsecond)
+	var found bool
+	for _, line := range strings.Split(buf.String(), "\n") {
+		var m map[string]any
+		if line == "" || json.Unmarshal([]byte(line), &m) != nil {
+			continue
+		}
+		if m["msg"] != "redis client" {
+			continue
+		}
+		if m["level"] != "WARN" {
+			t.Errorf("the client's line at %v: %v", m["level"], m)
+		}
+		if d, _ := m["detail"].(string); strings.Contains(d, "truncating to 1ms") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no line of the Redis client in the node's log:\n%s", buf.String())
+	}
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
