@@ -2,7 +2,9 @@ package switchboard
 
 import (
 	"crypto/rand"
+	"fmt"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -169,4 +171,27 @@ func CheckWebhookSecret(secret string) error {
 		return Invalid("secret", "secret must be %d to %d characters.", MinSecretLength, MaxSecretLength)
 	}
 	return nil
+}
+
+// templateName is the rule of a template's name.
+var templateName = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
+
+// CheckTemplateName applies the rule of a template's name: 1 to 64
+// characters of a-z, 0-9, _ and -; a name in capitals is told the lower
+// case one.
+func CheckTemplateName(name string) error {
+	if name == "" {
+		return Invalid("name", "name is required: 1 to 64 characters of a-z, 0-9, _ and -.")
+	}
+	if templateName.MatchString(name) {
+		return nil
+	}
+	hint := ""
+	if lower := strings.ToLower(name); lower != name && templateName.MatchString(lower) {
+		hint = fmt.Sprintf(" (lower case only: %q would do)", lower)
+	}
+	if len(name) > 80 {
+		name = name[:80] + "..."
+	}
+	return Invalid("name", "name must be 1 to 64 characters of a-z, 0-9, _ and -%s; %q is not.", hint, name)
 }

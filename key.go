@@ -38,6 +38,8 @@ type APIKey struct {
 	RateLimit  int
 	LastUsedAt *time.Time
 	CreatedAt  time.Time
+	// RevokedAt is set on a revoked key (RevokedKeys).
+	RevokedAt *time.Time
 }
 
 // EffectiveRateLimit is the per-minute limit enforced for k under plan p:

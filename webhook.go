@@ -130,6 +130,9 @@ type Delivery struct {
 	NextAttemptAt *time.Time
 	CreatedAt     time.Time
 	Log           []Attempt
+	// Test marks a delivery of a test event sent from the dashboard: its
+	// MessageID names no message.
+	Test bool
 }
 
 // Attempt is one try at delivering.
@@ -138,7 +141,14 @@ type Attempt struct {
 	StatusCode int // 0 when no response came
 	Error      string
 	Duration   time.Duration
+	// Response is the start of the endpoint's answer (MaxResponseKept
+	// bytes at most, as valid UTF-8).
+	Response string
 }
+
+// MaxResponseKept is how much of an endpoint's answer to an attempt is
+// kept for the delivery log.
+const MaxResponseKept = 2048
 
 // AttemptResult is the outcome of one attempt, to record.
 type AttemptResult struct {

@@ -42,6 +42,8 @@ const Prefix = "/dashboard/"
 // interfaces each page declares.
 type Store interface {
 	SessionStore
+	FlashStore
+	TemplateStore
 	OverviewStore
 	KeyStore
 	MessageStore
@@ -69,7 +71,9 @@ type Config struct {
 	// server URL shown for pairing a phone, and (https) whether cookies
 	// are Secure behind a proxy that terminates TLS.
 	PublicURL string
-	Now       func() time.Time
+	// Sender sends the send form's messages with the API's rules.
+	Sender Sender
+	Now    func() time.Time
 }
 
 // Handler serves the dashboard under Prefix.
@@ -125,23 +129,43 @@ func (h *Handler) routes() {
 	h.page("GET /keys/{id}/revoke", h.confirmRevokeKey)
 	h.page("POST /keys/{id}/revoke", h.revokeKey)
 
+	h.page("GET /send", h.sendMessageForm)
+	h.page("POST /send", h.sendMessage)
 	h.page("GET /messages", h.messages)
 	h.page("GET /messages/{id}", h.message)
+
+	h.page("GET /templates", h.templates)
+	h.page("POST /templates", h.createTemplate)
+	h.page("GET /templates/{id}/delete", h.confirmDeleteTemplate)
+	h.page("POST /templates/{id}/delete", h.deleteTemplate)
 
 	h.page("GET /webhooks", h.webhooks)
 	h.page("POST /webhooks", h.createWebhook)
 	h.page("GET /webhooks/{id}", h.webhook)
+	h.page("POST /webhooks/{id}", h.updateWebhook)
 	h.fragment("GET /webhooks/{id}/log", h.webhookLog)
+	h.page("POST /webhooks/{id}/secret", h.rotateSecret)
+	h.page("POST /webhooks/{id}/test", h.sendTestEvent)
+	h.page("POST /webhooks/{id}/recover", h.recoverDeliveries)
 	h.page("GET /webhooks/{id}/delete", h.confirmDeleteWebhook)
 	h.page("POST /webhooks/{id}/delete", h.deleteWebhook)
 	h.page("POST /webhooks/{id}/deliveries/{delivery}/retry", h.retryDelivery)
 
 	h.page("GET /phones", h.phones)
 	h.page("POST /phones", h.addPhone)
+	h.page("GET /phones/{id}", h.phone)
+	h.page("POST /phones/{id}", h.updatePhone)
 	h.page("POST /phones/{id}/pairing", h.pairPhone)
+	h.page("GET /phones/{id}/delete", h.confirmDeletePhone)
+	h.page("POST /phones/{id}/delete", h.deletePhone)
 
 	h.page("GET /contacts", h.contacts)
+	h.page("POST /contacts", h.addContact)
 	h.page("POST /contacts/import", h.importContacts)
+	h.page("GET /contacts/{id}", h.contact)
+	h.page("POST /contacts/{id}", h.updateContact)
+	h.page("GET /contacts/{id}/delete", h.confirmDeleteContact)
+	h.page("POST /contacts/{id}/delete", h.deleteContact)
 
 	h.page("GET /campaigns", h.campaigns)
 	h.page("POST /campaigns", h.createCampaign)
@@ -215,17 +239,29 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, v *visit, err err
 		h.renderError(w, r, v, http.StatusInternalServerError, "Something went wrong on our side. Quote request id "+id+" when contacting support.")
 		return
 	}
-	status := http.StatusBadRequest
-	msg := e.Message
-	switch e.Code {
-	case sb.CodeNotFound, sb.CodeContactNotFound, sb.CodeCampaignNotFound:
-		status, msg = http.StatusNotFound, "Not found: there is nothing here, or it is not yours to see."
-	case sb.CodeForbidden, sb.CodeTrialExpired, sb.CodeTenantSuspended:
-		status = http.StatusForbidden
-	case sb.CodeCampaignNotDraft, sb.CodeDeliveryNotFailed, sb.CodeDuplicateContact, sb.CodeDuplicatePhone, sb.CodeDuplicateTemplate:
-		status = http.StatusConflict
-	case sb.CodePayloadTooLarge:
-		status = http.StatusRequestEntityTooLarge
+	status, msg := statusOf(e), e.Message
+	if status == http.StatusNotFound {
+		msg = "Not found: there is nothing here, or it is not yours to see."
 	}
 	h.renderError(w, r, v, status, msg)
+}
+
+// statusOf is the status of a page that answers e: a form re-shown with
+// e's message, or the error page.
+func statusOf(e *sb.Error) int {
+	switch e.Code {
+	case sb.CodeNotFound, sb.CodeContactNotFound, sb.CodeCampaignNotFound:
+		return http.StatusNotFound
+	case sb.CodeForbidden, sb.CodeTrialExpired, sb.CodeTenantSuspended:
+		return http.StatusForbidden
+	case sb.CodeCampaignNotDraft, sb.CodeDeliveryNotFailed, sb.CodeDuplicateContact, sb.CodeDuplicatePhone, sb.CodeDuplicateTemplate:
+		return http.StatusConflict
+	case sb.CodePayloadTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case sb.CodeNoPhoneAvailable, sb.CodeDetectionUnavailable, sb.CodeChannelUnavailable, sb.CodeDatabaseUnavailable:
+		return http.StatusServiceUnavailable
+	case sb.CodeNewContactLimit, sb.CodeQuotaExceeded, sb.CodeRateLimitExceeded:
+		return http.StatusTooManyRequests
+	}
+	return http.StatusBadRequest
 }

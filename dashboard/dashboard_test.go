@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -73,5 +74,28 @@ func TestCSRFToken(t *testing.T) {
 	a, b := csrfToken("session-a"), csrfToken("session-b")
 	if a == b || len(a) != 64 || a != csrfToken("session-a") {
 		t.Errorf("tokens %q and %q", a, b)
+	}
+}
+
+// A flash opens only with the session that sealed it, and only under the
+// id it was sealed for.
+func TestFlashSeal(t *testing.T) {
+	f := &flash{Notice: "hi", Key: &createdKey{Name: "k", Text: "svc_live_secret"}}
+	sealed, err := seal("session-a", "id-1", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(sealed, "svc_live_secret") {
+		t.Fatalf("the sealed flash shows the key: %s", sealed)
+	}
+	got, err := unseal("session-a", "id-1", sealed)
+	if err != nil || got.Key.Text != "svc_live_secret" || got.Notice != "hi" {
+		t.Fatalf("unseal: %+v %v", got, err)
+	}
+	if _, err := unseal("session-b", "id-1", sealed); err == nil {
+		t.Errorf("another session opened the flash")
+	}
+	if _, err := unseal("session-a", "id-2", sealed); err == nil {
+		t.Errorf("the flash opened under another id")
 	}
 }

@@ -14,14 +14,17 @@ import (
 type KeyStore interface {
 	CreateKey(ctx context.Context, k *sb.APIKey) error
 	Keys(ctx context.Context, tenantID string) ([]*sb.APIKey, error)
+	RevokedKeys(ctx context.Context, tenantID string) ([]*sb.APIKey, error)
 	RevokeKey(ctx context.Context, tenantID, id string, now time.Time) (*sb.APIKey, error)
 }
 
 type keysView struct {
 	Keys []keyRow
-	// Created is the key just created, shown this once.
-	Created *keyRow
-	Text    string
+	// Revoked are the environment's revoked keys, most recent first.
+	Revoked []*sb.APIKey
+	// Created is the key just created, shown this once (from the flash
+	// of the form's redirect).
+	Created *createdKey
 	Form    keyForm
 	Error   string
 }
@@ -58,16 +61,39 @@ func (h *Handler) envKeys(ctx context.Context, v *visit) ([]keyRow, error) {
 	return out, nil
 }
 
+// keysPage reads the keys page: the environment's keys and its revoked
+// ones.
+func (h *Handler) keysPage(ctx context.Context, v *visit) (*keysView, error) {
+	rows, err := h.envKeys(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	revoked, err := h.cfg.Store.RevokedKeys(ctx, v.tenant.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := &keysView{Keys: rows}
+	for _, k := range revoked {
+		if k.Environment == v.env {
+			out.Revoked = append(out.Revoked, k)
+		}
+	}
+	return out, nil
+}
+
 func (h *Handler) keys(w http.ResponseWriter, r *http.Request, v *visit) error {
-	rows, err := h.envKeys(r.Context(), v)
+	out, err := h.keysPage(r.Context(), v)
 	if err != nil {
 		return err
 	}
-	return h.render(w, r, v, http.StatusOK, "keys", "API keys", keysView{Keys: rows})
+	if v.flash != nil && v.flash.Key != nil && v.flash.Key.Environment == string(v.env) {
+		out.Created = v.flash.Key
+	}
+	return h.render(w, r, v, http.StatusOK, "keys", "API keys", out)
 }
 
-// createKey creates a key of the page's environment and shows its text,
-// this once: only its hash is stored.
+// createKey creates a key of the page's environment and redirects to the
+// keys page, which shows its text this once: only its hash is stored.
 func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, v *visit) error {
 	ctx := r.Context()
 	form := keyForm{Name: r.PostFormValue("name"), RateLimit: strings.TrimSpace(r.PostFormValue("rate_limit"))}
@@ -76,11 +102,12 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, v *visit) er
 		if !ok {
 			return err
 		}
-		rows, lerr := h.envKeys(ctx, v)
+		out, lerr := h.keysPage(ctx, v)
 		if lerr != nil {
 			return lerr
 		}
-		return h.render(w, r, v, http.StatusBadRequest, "keys", "API keys", keysView{Keys: rows, Form: form, Error: e.Message})
+		out.Form, out.Error = form, e.Message
+		return h.render(w, r, v, http.StatusBadRequest, "keys", "API keys", out)
 	}
 	if err := sb.CheckKeyName(form.Name); err != nil {
 		return invalid(err)
@@ -105,12 +132,7 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, v *visit) er
 	if err := h.cfg.Store.CreateKey(ctx, k); err != nil {
 		return invalid(err)
 	}
-	rows, err := h.envKeys(ctx, v)
-	if err != nil {
-		return err
-	}
-	created := keyRow{APIKey: k, Limit: k.EffectiveRateLimit(v.plan), Own: limit > 0}
-	return h.render(w, r, v, http.StatusCreated, "keys", "API keys", keysView{Keys: rows, Created: &created, Text: text})
+	return h.redirect(w, r, v, v.base()+"/keys", &flash{Key: &createdKey{ID: k.ID, Name: k.Name, Environment: string(k.Environment), Text: text}})
 }
 
 // envKey returns a key of the page's environment; a key of the other
@@ -128,12 +150,33 @@ func (h *Handler) envKey(ctx context.Context, v *visit, id string) (*keyRow, err
 	return nil, sb.ErrNotFound
 }
 
+type revokeView struct {
+	*keyRow
+	// LastLive is set when the key is the tenant's last active live key:
+	// revoking it leaves no key that reaches live data.
+	LastLive bool
+}
+
 func (h *Handler) confirmRevokeKey(w http.ResponseWriter, r *http.Request, v *visit) error {
-	k, err := h.envKey(r.Context(), v, r.PathValue("id"))
+	ctx := r.Context()
+	k, err := h.envKey(ctx, v, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	return h.render(w, r, v, http.StatusOK, "revoke", "Revoke "+k.Name, k)
+	out := revokeView{keyRow: k}
+	if k.Environment == sb.Live && k.Status == sb.KeyActive {
+		all, err := h.cfg.Store.Keys(ctx, v.tenant.ID)
+		if err != nil {
+			return err
+		}
+		out.LastLive = true
+		for _, o := range all {
+			if o.ID != k.ID && o.Environment == sb.Live && o.Status == sb.KeyActive {
+				out.LastLive = false
+			}
+		}
+	}
+	return h.render(w, r, v, http.StatusOK, "revoke", "Revoke "+k.Name, out)
 }
 
 // revokeKey revokes a key for good; this node forgets it at once, and the

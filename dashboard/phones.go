@@ -19,6 +19,8 @@ type PhoneStore interface {
 	Phones(ctx context.Context, tenantID string, env sb.Environment) ([]*sb.Phone, error)
 	Phone(ctx context.Context, tenantID string, env sb.Environment, id string) (*sb.Phone, error)
 	SetPairing(ctx context.Context, tenantID, id string, pairing *sb.Pairing) error
+	UpdatePhone(ctx context.Context, tenantID, id string, patch sb.PhonePatch) error
+	DeletePhone(ctx context.Context, tenantID, id string, now time.Time) error
 }
 
 type phonesView struct {
@@ -65,16 +67,29 @@ func (h *Handler) phoneRows(ctx context.Context, v *visit) ([]phoneRow, error) {
 // phones lists the sending phones: status, last seen, and today's messages
 // against the daily limit (in the page's environment).
 func (h *Handler) phones(w http.ResponseWriter, r *http.Request, v *visit) error {
-	rows, err := h.phoneRows(r.Context(), v)
+	ctx := r.Context()
+	rows, err := h.phoneRows(ctx, v)
 	if err != nil {
 		return err
 	}
-	return h.render(w, r, v, http.StatusOK, "phones", "Phones", phonesView{Phones: rows, Form: phoneForm{DailyLimit: strconv.Itoa(sb.DefaultPhoneDailyLimit)}})
+	out := phonesView{Phones: rows, Form: phoneForm{DailyLimit: strconv.Itoa(sb.DefaultPhoneDailyLimit)}}
+	if f := v.flash; f != nil && f.Pairing != nil && v.env == sb.Live {
+		ph, err := h.cfg.Store.Phone(ctx, v.tenant.ID, v.env, f.Pairing.PhoneID)
+		if err != nil && sb.ErrorCode(err) != sb.CodeNotFound {
+			return err
+		}
+		if ph != nil {
+			if out.Pairing, err = h.pairingView(r, ph, f.Pairing); err != nil {
+				return err
+			}
+		}
+	}
+	return h.render(w, r, v, http.StatusOK, "phones", "Phones", out)
 }
 
 // errPhonesLive refuses changes to phones in the test environment, as the
 // API refuses them to a test key.
-var errPhonesLive = sb.Errorf(sb.CodeForbidden, "Phones are added and paired in live mode; switch to live data to add one.")
+var errPhonesLive = sb.Errorf(sb.CodeForbidden, "Phones are added, changed, paired and deleted in live mode; switch to live data to do it.")
 
 // addPhone adds an android phone and shows how to pair it: the one-time
 // code, the server URL to type into the app, and a QR code of both.
@@ -102,28 +117,32 @@ func (h *Handler) addPhone(w http.ResponseWriter, r *http.Request, v *visit) err
 	now := v.now.UTC().Truncate(time.Microsecond)
 	ph := &sb.Phone{ID: sb.NewID(), TenantID: v.tenant.ID, Number: form.Number, Kind: sb.PhoneAndroid, DailyLimit: sb.DefaultPhoneDailyLimit,
 		Channels: []string{sb.ChannelSMS}, Status: sb.PhoneOnline, CreatedAt: now}
-	whole := func(s, what string, max int) (int, error) {
-		if s == "" {
-			return 0, nil
-		}
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > max {
-			return 0, sb.Invalid(what, "The %s must be a whole number from 1 to %d, or empty for none.", strings.ReplaceAll(what, "_", " "), max)
-		}
-		return n, nil
-	}
 	var err error
-	if ph.DailyLimit, err = whole(form.DailyLimit, "daily_limit", sb.MaxPhoneDailyLimit); err != nil {
+	if ph.DailyLimit, err = wholeOrNone(form.DailyLimit, "daily_limit", sb.MaxPhoneDailyLimit); err != nil {
 		return invalid(err)
 	}
-	if ph.RateLimit, err = whole(form.RateLimit, "rate_limit", sb.MaxPhoneRateLimit); err != nil {
+	if ph.RateLimit, err = wholeOrNone(form.RateLimit, "rate_limit", sb.MaxPhoneRateLimit); err != nil {
 		return invalid(err)
 	}
 	pairing, err := newPairing(now, func(p *sb.Pairing) error { return h.cfg.Store.AddTenantPhone(ctx, ph, p, v.plan.MaxPhones) })
 	if err != nil {
 		return invalid(err)
 	}
-	return h.showPairing(w, r, v, ph, pairing)
+	return h.redirect(w, r, v, v.base()+"/phones", &flash{Pairing: &flashPairing{PhoneID: ph.ID, Code: pairing.Code, ExpiresAt: pairing.ExpiresAt}})
+}
+
+// wholeOrNone reads a limit of a form: empty for none, else a whole number
+// from 1 to max.
+func wholeOrNone(s, what string, max int) (int, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > max {
+		return 0, sb.Invalid(what, "The %s must be a whole number from 1 to %d, or empty for none.", strings.ReplaceAll(what, "_", " "), max)
+	}
+	return n, nil
 }
 
 // pairPhone gives an android phone a fresh code; its earlier codes stop
@@ -141,7 +160,7 @@ func (h *Handler) pairPhone(w http.ResponseWriter, r *http.Request, v *visit) er
 	if err != nil {
 		return err
 	}
-	return h.showPairing(w, r, v, ph, pairing)
+	return h.redirect(w, r, v, v.base()+"/phones", &flash{Pairing: &flashPairing{PhoneID: ph.ID, Code: pairing.Code, ExpiresAt: pairing.ExpiresAt}})
 }
 
 // newPairing makes a code and stores it, making another in the rare case
@@ -159,20 +178,104 @@ func newPairing(now time.Time, store func(*sb.Pairing) error) (*sb.Pairing, erro
 	}
 }
 
-func (h *Handler) showPairing(w http.ResponseWriter, r *http.Request, v *visit, ph *sb.Phone, p *sb.Pairing) error {
+// pairingView is how to pair ph with the code p: the server URL to type
+// into the app, and a QR code of both.
+func (h *Handler) pairingView(r *http.Request, ph *sb.Phone, p *flashPairing) (*pairingView, error) {
 	server := h.serverURL(r) + "/api/mobile/v1"
 	text := "Switchboard phone pairing\nAPI URL: " + server + "\nCode: " + p.Code
 	code, err := newQR(text)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	rows, err := h.phoneRows(r.Context(), v)
+	return &pairingView{Phone: ph, Code: p.Code, ExpiresAt: p.ExpiresAt, ServerURL: server,
+		Plain: !strings.HasPrefix(server, "https://") && !strings.HasPrefix(server, "http://127.0.0.1:"), QR: code, QRText: text}, nil
+}
+
+type phoneView struct {
+	Phone *phoneRow
+	Form  phoneForm
+	Error string
+}
+
+func limitText(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
+}
+
+func (h *Handler) envPhone(ctx context.Context, v *visit, id string) (*phoneRow, error) {
+	ph, err := h.cfg.Store.Phone(ctx, v.tenant.ID, v.env, id)
+	if err != nil {
+		return nil, err
+	}
+	return &phoneRow{Phone: ph, Status: h.cfg.Routing.Status(ph, v.now)}, nil
+}
+
+// phone shows a phone with a form that changes its limits.
+func (h *Handler) phone(w http.ResponseWriter, r *http.Request, v *visit) error {
+	row, err := h.envPhone(r.Context(), v, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	out := phonesView{Phones: rows, Form: phoneForm{DailyLimit: strconv.Itoa(sb.DefaultPhoneDailyLimit)}, Pairing: &pairingView{
-		Phone: ph, Code: p.Code, ExpiresAt: p.ExpiresAt, ServerURL: server, Plain: !strings.HasPrefix(server, "https://") && !strings.HasPrefix(server, "http://127.0.0.1:"), QR: code, QRText: text}}
-	return h.render(w, r, v, http.StatusOK, "phones", "Phones", out)
+	form := phoneForm{DailyLimit: limitText(row.DailyLimit), RateLimit: limitText(row.RateLimit)}
+	return h.render(w, r, v, http.StatusOK, "phone", "Phone "+row.Number, phoneView{Phone: row, Form: form})
+}
+
+// updatePhone saves a phone's limits (empty removes one), as PATCH
+// /v1/phones/{id} does.
+func (h *Handler) updatePhone(w http.ResponseWriter, r *http.Request, v *visit) error {
+	if v.env != sb.Live {
+		return errPhonesLive
+	}
+	ctx, id := r.Context(), r.PathValue("id")
+	row, err := h.envPhone(ctx, v, id)
+	if err != nil {
+		return err
+	}
+	form := phoneForm{DailyLimit: r.PostFormValue("daily_limit"), RateLimit: r.PostFormValue("rate_limit")}
+	var patch sb.PhonePatch
+	daily, err := wholeOrNone(form.DailyLimit, "daily_limit", sb.MaxPhoneDailyLimit)
+	if err == nil {
+		patch.DailyLimit = &daily
+		var rate int
+		rate, err = wholeOrNone(form.RateLimit, "rate_limit", sb.MaxPhoneRateLimit)
+		patch.RateLimit = &rate
+	}
+	if err == nil {
+		err = h.cfg.Store.UpdatePhone(ctx, v.tenant.ID, id, patch)
+	}
+	var e *sb.Error
+	if errors.As(err, &e) && e.Code != sb.CodeNotFound {
+		return h.render(w, r, v, statusOf(e), "phone", "Phone "+row.Number, phoneView{Phone: row, Form: form, Error: e.Message})
+	}
+	if err != nil {
+		return err
+	}
+	return h.redirect(w, r, v, v.base()+"/phones/"+id+"?notice=phone-saved", nil)
+}
+
+func (h *Handler) confirmDeletePhone(w http.ResponseWriter, r *http.Request, v *visit) error {
+	if v.env != sb.Live {
+		return errPhonesLive
+	}
+	row, err := h.envPhone(r.Context(), v, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return h.render(w, r, v, http.StatusOK, "deletephone", "Delete phone "+row.Number, row)
+}
+
+// deletePhone deletes a phone as DELETE /v1/phones/{id} does: its device's
+// token stops working, its waiting messages move to another phone.
+func (h *Handler) deletePhone(w http.ResponseWriter, r *http.Request, v *visit) error {
+	if v.env != sb.Live {
+		return errPhonesLive
+	}
+	if err := h.cfg.Store.DeletePhone(r.Context(), v.tenant.ID, r.PathValue("id"), v.now.UTC()); err != nil {
+		return err
+	}
+	return h.redirect(w, r, v, v.base()+"/phones?notice=phone-deleted", nil)
 }
 
 // serverURL is the base URL devices reach the service at: --public-url, or

@@ -22,20 +22,24 @@ type pageTemplate struct {
 }
 
 var funcs = template.FuncMap{
-	"time": func(t any) string {
+	// time writes a time for a person: a <time> element whose text is the
+	// time in UTC, which the script (static/app.js) rewrites in the
+	// browser's own zone.
+	"time": func(t any) template.HTML {
+		var at time.Time
 		switch t := t.(type) {
 		case time.Time:
-			if t.IsZero() {
-				return ""
-			}
-			return t.UTC().Format("2006-01-02 15:04:05 UTC")
+			at = t
 		case *time.Time:
-			if t == nil {
-				return ""
+			if t != nil {
+				at = *t
 			}
-			return t.UTC().Format("2006-01-02 15:04:05 UTC")
 		}
-		return ""
+		if at.IsZero() {
+			return ""
+		}
+		at = at.UTC()
+		return template.HTML(`<time datetime="` + at.Format(time.RFC3339Nano) + `">` + at.Format("2006-01-02 15:04:05") + ` UTC</time>`)
 	},
 	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"day": func(t time.Time) string { return t.UTC().Format("Jan 2") },
@@ -123,8 +127,8 @@ type view struct {
 
 // sections of the navigation, in order.
 var sections = []struct{ Path, Name string }{
-	{"/", "Overview"}, {"/keys", "API keys"}, {"/messages", "Messages"}, {"/webhooks", "Webhooks"},
-	{"/phones", "Phones"}, {"/contacts", "Contacts"}, {"/campaigns", "Campaigns"},
+	{"/", "Overview"}, {"/send", "Send"}, {"/messages", "Messages"}, {"/templates", "Templates"}, {"/contacts", "Contacts"},
+	{"/campaigns", "Campaigns"}, {"/phones", "Phones"}, {"/webhooks", "Webhooks"}, {"/keys", "API keys"},
 }
 
 // Sections lists the navigation for templates.
@@ -135,7 +139,9 @@ func (view) Sections() []struct{ Path, Name string } { return sections }
 var notices = map[string]string{
 	"key-revoked":       "The key was revoked. Requests made with it now fail.",
 	"webhook-created":   "The webhook was created.",
+	"webhook-updated":   "The webhook was changed.",
 	"webhook-deleted":   "The webhook was deleted. No more events are sent to it.",
+	"test-sent":         "A test event is on its way; its delivery appears in the log below.",
 	"delivery-retried":  "The delivery is being sent again; its new attempt appears below.",
 	"campaign-created":  "The campaign was created as a draft. Launch it when you are ready.",
 	"campaign-launched": "The campaign was launched. Its progress updates below.",
@@ -144,6 +150,15 @@ var notices = map[string]string{
 	"sessions-ended":    "Every other session was signed out.",
 	"session-ended":     "The session was signed out.",
 	"session-gone":      "That session had already ended.",
+	"message-sent":      "The message was accepted and queued. Its status updates as it is delivered.",
+	"message-quiet":     "The message was accepted during the recipient's quiet hours: it waits until they end (see its timeline).",
+	"template-created":  "The template was created.",
+	"template-deleted":  "The template was deleted. Sends that name it now answer INVALID_TEMPLATE.",
+	"contact-created":   "The contact was added.",
+	"contact-saved":     "The contact was saved.",
+	"contact-deleted":   "The contact was deleted.",
+	"phone-saved":       "The phone's limits were saved.",
+	"phone-deleted":     "The phone was deleted. Its device can no longer connect; its waiting messages go to another phone.",
 }
 
 // newView fills the parts of a page every signed-in page shares.
@@ -170,6 +185,9 @@ func newView(r *http.Request, v *visit, title string, data any) view {
 		out.Switch = other + section
 	}
 	out.Notice = notices[r.URL.Query().Get("notice")]
+	if v.flash != nil && v.flash.Notice != "" {
+		out.Notice = v.flash.Notice
+	}
 	return out
 }
 

@@ -48,6 +48,10 @@ type visit struct {
 	// csrf is the token every form of the session carries.
 	csrf string
 	now  time.Time
+	// sid is the session id the browser sent, which seals its flashes;
+	// flash is the one the page's address named, if any.
+	sid   string
+	flash *flash
 }
 
 // base is the path the pages of the visit's environment live under.
@@ -113,6 +117,12 @@ func (h *Handler) signedIn(env sb.Environment, fragment bool, fn handlerFunc) ht
 		if env == sb.Live && v.session.TestOnly {
 			h.renderError(w, r, v, http.StatusForbidden, "You signed in with a test key, so this session sees the test environment only. Sign in with a live key or a sign-in link to see live data.")
 			return
+		}
+		if r.Method == http.MethodGet {
+			if v.flash, err = h.takeFlash(r, v); err != nil {
+				h.fail(w, r, v, err)
+				return
+			}
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			limit := int64(maxFormBytes)
@@ -208,7 +218,7 @@ func (h *Handler) visitOf(r *http.Request, env sb.Environment) (v *visit, sid, e
 			return nil, sid, sb.SessionEndedKey, nil
 		}
 	}
-	return &visit{session: s, tenant: t, plan: h.cfg.Plans[t.Plan], env: env, csrf: csrfToken(sid), now: now}, sid, "", nil
+	return &visit{session: s, tenant: t, plan: h.cfg.Plans[t.Plan], env: env, csrf: csrfToken(sid), now: now, sid: sid}, sid, "", nil
 }
 
 // keyAlive reports whether the key a session was opened with is still

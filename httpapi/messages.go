@@ -244,16 +244,35 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, p *auth.Principal,
 	if err := decodeSend(raw, &req); err != nil {
 		return err
 	}
-	data, err := req.validate()
+	m, err := s.accept(ctx, p, &req, idem, now)
+	var rep *sqlstore.ErrReplay
+	if errors.As(err, &rep) {
+		return replay(w, rep.Record, idem)
+	}
 	if err != nil {
 		return err
+	}
+	status := http.StatusAccepted
+	if m.ScheduledAt != nil {
+		status = http.StatusOK
+	}
+	writeRaw(w, status, renderSend(m))
+	return nil
+}
+
+// accept checks a send in the contract's order and stores the message it
+// asks for (with its Idempotency-Key's record when idem is set).
+func (s *Server) accept(ctx context.Context, p *auth.Principal, req *sendRequest, idem *sb.IdempotencyRecord, now time.Time) (*sb.Message, error) {
+	data, err := req.validate()
+	if err != nil {
+		return nil, err
 	}
 	m := &sb.Message{ID: sb.NewID(), TenantID: p.Tenant.ID, Env: p.Env, Direction: sb.Outbound, To: *req.To,
 		Status: sb.StatusQueued, CreatedAt: now}
 	send := &sb.Send{Message: m, NewContactLimit: p.Plan.NewContactsPerDay}
 	if req.From != nil {
 		if err := s.checkFrom(ctx, p, *req.From); err != nil {
-			return err
+			return nil, err
 		}
 		send.From = *req.From
 	}
@@ -261,7 +280,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, p *auth.Principal,
 		m.Body = *req.Body
 	} else {
 		if m.Body, err = s.render(ctx, p, *req.Template, data); err != nil {
-			return err
+			return nil, err
 		}
 		m.Template = *req.Template
 	}
@@ -274,33 +293,56 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, p *auth.Principal,
 		// The API orders opt-out and the new-contact limit before
 		// channel detection: report those first if they apply.
 		if earlier := s.precheck(ctx, p, m.To, now); earlier != nil {
-			return earlier
+			return nil, earlier
 		}
-		return err
+		return nil, err
 	}
 	send.Auto = channel == sb.ChannelAuto
 	if until, quiet := s.cfg.Channels.QuietUntil(m.To, now); quiet {
 		until = until.Truncate(time.Microsecond)
 		m.ScheduledAt = &until
 	}
-	status := http.StatusAccepted
-	if m.ScheduledAt != nil {
-		status = http.StatusOK
-	}
 	if idem != nil {
-		idem.Status = status
+		idem.Status = http.StatusAccepted
+		if m.ScheduledAt != nil {
+			idem.Status = http.StatusOK
+		}
 		send.Idempotency = idem
 		send.Render = func(m *sb.Message) []byte { return renderSend(m) }
 	}
 	if err := s.cfg.Store.AcceptSend(ctx, send); err != nil {
-		var rep *sqlstore.ErrReplay
-		if errors.As(err, &rep) {
-			return replay(w, rep.Record, idem)
-		}
-		return err
+		return nil, err
 	}
-	writeRaw(w, status, renderSend(m))
-	return nil
+	return m, nil
+}
+
+// SendInput is a send made outside the API (the dashboard's send form):
+// empty strings are fields left out.
+type SendInput struct {
+	To, Body, Template string
+	Data               map[string]string
+	Channel, From      string
+}
+
+// Send accepts a message for p exactly as POST /v1/messages does (the same
+// checks, errors and phone choice), without an Idempotency-Key; a message
+// accepted during quiet hours has ScheduledAt set. The rate limit and the
+// monthly quota, which count API requests, do not apply.
+func (s *Server) Send(ctx context.Context, p *auth.Principal, in SendInput) (*sb.Message, error) {
+	opt := func(v string) *string {
+		if v == "" {
+			return nil
+		}
+		return &v
+	}
+	req := sendRequest{To: &in.To, Body: opt(in.Body), Template: opt(in.Template), Channel: opt(in.Channel), From: opt(in.From)}
+	if in.Data != nil {
+		req.Data = make(map[string]json.RawMessage, len(in.Data))
+		for k, v := range in.Data {
+			req.Data[k], _ = json.Marshal(v)
+		}
+	}
+	return s.accept(ctx, p, &req, nil, s.now().UTC().Truncate(time.Microsecond))
 }
 
 func renderSend(m *sb.Message) []byte {

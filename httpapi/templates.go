@@ -3,10 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
-	"regexp"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -40,8 +37,6 @@ func toTemplateJSON(t *sb.Template) templateJSON {
 	return templateJSON{ID: t.ID, Name: t.Name, Body: t.Body, Variables: vars, CreatedAt: t.CreatedAt}
 }
 
-var templateName = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
-
 type createTemplateRequest struct {
 	Name *string `json:"name"`
 	Body *string `json:"body"`
@@ -52,15 +47,11 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request, p *auth.
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
-	switch {
-	case req.Name == nil || *req.Name == "":
+	if req.Name == nil {
 		return sb.Invalid("name", "name is required: 1 to 64 characters of a-z, 0-9, _ and -.")
-	case !templateName.MatchString(*req.Name):
-		hint := ""
-		if lower := strings.ToLower(*req.Name); lower != *req.Name && templateName.MatchString(lower) {
-			hint = fmt.Sprintf(" (lower case only: %q would do)", lower)
-		}
-		return sb.Invalid("name", "name must be 1 to 64 characters of a-z, 0-9, _ and -%s; %q is not.", hint, clip(*req.Name, 80))
+	}
+	if err := sb.CheckTemplateName(*req.Name); err != nil {
+		return err
 	}
 	if req.Body == nil || *req.Body == "" {
 		return sb.Invalid("body", "body is required: 1 to %d characters.", sb.MaxBodyLength)

@@ -415,11 +415,18 @@ func Run(ctx context.Context, c Config) error {
 	}
 
 	urlChecker := &ssrf.Guard{AllowPrivate: c.AllowPrivateWebhooks}
-	dash, err := dashboard.New(dashboard.Config{Store: db, Auth: authn, Plans: plans, Routing: routing, URLChecker: urlChecker, PublicURL: c.PublicURL})
+	// The dashboard's send form sends through the API's own rules; the API
+	// serves the dashboard, so it is made after it.
+	var api *httpapi.Server
+	send := func(ctx context.Context, p *auth.Principal, in dashboard.SendInput) (*sb.Message, error) {
+		return api.Send(ctx, p, httpapi.SendInput(in))
+	}
+	dash, err := dashboard.New(dashboard.Config{Store: db, Auth: authn, Plans: plans, Routing: routing, URLChecker: urlChecker,
+		PublicURL: c.PublicURL, Sender: send})
 	if err != nil {
 		return err
 	}
-	api, err := httpapi.New(httpapi.Config{
+	api, err = httpapi.New(httpapi.Config{
 		Store:      db,
 		Auth:       authn,
 		Meter:      auth.NewMeter(db),

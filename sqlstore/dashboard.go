@@ -199,3 +199,34 @@ func (db *DB) MessageDeliveries(ctx context.Context, tenantID string, env sb.Env
 	return db.queryDeliveries(ctx, `SELECT `+deliveryCols+` FROM webhook_deliveries
 		WHERE message_id = ? AND tenant_id = ? AND environment = ? ORDER BY id`, messageID, tenantID, string(env))
 }
+
+// FlashTTL is how long a dashboard flash can be taken.
+const FlashTTL = 10 * time.Minute
+
+// PutDashboardFlash keeps a sealed flash of a session until it is taken or
+// FlashTTL passes, and drops the flashes of every session that are older.
+func (db *DB) PutDashboardFlash(ctx context.Context, id, sessionHash, sealed string, now time.Time) error {
+	return db.inTx(ctx, func(tx *Tx) error {
+		if _, err := tx.exec(ctx, `DELETE FROM dashboard_flashes WHERE created_at < ?`, sb.Micros(now.Add(-FlashTTL))); err != nil {
+			return err
+		}
+		_, err := tx.exec(ctx, `INSERT INTO dashboard_flashes (id, session_hash, sealed, created_at) VALUES (?, ?, ?, ?)`,
+			id, sessionHash, sealed, sb.Micros(now))
+		return err
+	})
+}
+
+// TakeDashboardFlash returns a session's flash and deletes it: a flash is
+// shown once. One of another session, taken already or older than
+// FlashTTL is sb.ErrNotFound.
+func (db *DB) TakeDashboardFlash(ctx context.Context, id, sessionHash string, now time.Time) (string, error) {
+	var sealed string
+	err := db.inTx(ctx, func(tx *Tx) error {
+		return tx.queryRow(ctx, `DELETE FROM dashboard_flashes WHERE id = ? AND session_hash = ? AND created_at >= ? RETURNING sealed`,
+			id, sessionHash, sb.Micros(now.Add(-FlashTTL))).Scan(&sealed)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", sb.ErrNotFound
+	}
+	return sealed, err
+}

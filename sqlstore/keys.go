@@ -130,6 +130,40 @@ func (db *DB) keys(ctx context.Context, tenantID string) ([]*sb.APIKey, error) {
 	return out, rows.Err()
 }
 
+// MaxRevokedListed bounds the revoked keys RevokedKeys lists.
+const MaxRevokedListed = 100
+
+// RevokedKeys lists the tenant's revoked keys, most recently revoked first,
+// at most MaxRevokedListed.
+func (db *DB) RevokedKeys(ctx context.Context, tenantID string) ([]*sb.APIKey, error) {
+	rows, err := db.query(ctx, `SELECT `+keyCols+`, revoked_at FROM api_keys WHERE tenant_id = ? AND status = 'revoked'
+		ORDER BY revoked_at DESC, id DESC LIMIT ?`, tenantID, MaxRevokedListed)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*sb.APIKey
+	for rows.Next() {
+		var revoked sql.NullInt64
+		k, err := scanKey(scanTail{rows, &revoked})
+		if err != nil {
+			return nil, err
+		}
+		k.RevokedAt = optTime(revoked)
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// scanTail scans a row into a scanner's columns and then into tail: a row
+// of more columns than the scanner knows.
+type scanTail struct {
+	row  interface{ Scan(...any) error }
+	tail any
+}
+
+func (s scanTail) Scan(dest ...any) error { return s.row.Scan(append(dest, s.tail)...) }
+
 // Key returns one unrevoked key of the tenant, or sb.ErrNotFound.
 func (db *DB) Key(ctx context.Context, tenantID, id string) (*sb.APIKey, error) {
 	return scanKey(db.queryRow(ctx, `SELECT `+keyCols+` FROM api_keys WHERE tenant_id = ? AND id = ? AND status <> 'revoked'`, tenantID, id))

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"strings"
 	"time"
@@ -167,20 +168,20 @@ func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
 }
 
-const deliveryCols = `id, webhook_id, tenant_id, environment, event, message_id, payload, status, attempts, tries, next_attempt_at, created_at`
+const deliveryCols = `id, webhook_id, tenant_id, environment, event, message_id, payload, status, attempts, tries, next_attempt_at, created_at, test`
 
 func scanDelivery(row interface{ Scan(...any) error }) (*sb.Delivery, error) {
 	var d sb.Delivery
 	var env, payload string
 	var next sql.NullInt64
-	var created int64
-	if err := row.Scan(&d.ID, &d.WebhookID, &d.TenantID, &env, &d.Event, &d.MessageID, &payload, &d.Status, &d.Attempts, &d.Tries, &next, &created); err != nil {
+	var created, test int64
+	if err := row.Scan(&d.ID, &d.WebhookID, &d.TenantID, &env, &d.Event, &d.MessageID, &payload, &d.Status, &d.Attempts, &d.Tries, &next, &created, &test); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, sb.ErrNotFound
 		}
 		return nil, err
 	}
-	d.Env, d.Payload, d.NextAttemptAt, d.CreatedAt = sb.Environment(env), []byte(payload), optTime(next), sb.FromMicros(created)
+	d.Env, d.Payload, d.NextAttemptAt, d.CreatedAt, d.Test = sb.Environment(env), []byte(payload), optTime(next), sb.FromMicros(created), test != 0
 	return &d, nil
 }
 
@@ -310,8 +311,8 @@ func (db *DB) RecordAttempts(ctx context.Context, rs []sb.AttemptResult) error {
 			if a.StatusCode != 0 {
 				code = a.StatusCode
 			}
-			if _, err := tx.exec(ctx, `INSERT INTO webhook_attempts (delivery_id, n, at, status_code, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?)`,
-				r.DeliveryID, attempts+1, sb.Micros(a.At), code, nullStr(a.Error), a.Duration.Milliseconds()); err != nil {
+			if _, err := tx.exec(ctx, `INSERT INTO webhook_attempts (delivery_id, n, at, status_code, error, duration_ms, response_body) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+				r.DeliveryID, attempts+1, sb.Micros(a.At), code, nullStr(a.Error), a.Duration.Milliseconds(), nullStr(a.Response)); err != nil {
 				return err
 			}
 			if status != sb.DeliveryPending {
@@ -404,7 +405,7 @@ func (t *Tx) recordSucceeded(ctx context.Context, rs []sb.AttemptResult) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	var args []any // 6 per attempt
+	var args []any // attemptCols per attempt
 	for _, r := range rs {
 		attempts, found := n[r.DeliveryID]
 		if !found {
@@ -415,20 +416,20 @@ func (t *Tx) recordSucceeded(ctx context.Context, rs []sb.AttemptResult) error {
 		if a.StatusCode != 0 {
 			code = a.StatusCode
 		}
-		args = append(args, r.DeliveryID, attempts, sb.Micros(a.At), code, nullStr(a.Error), a.Duration.Milliseconds())
+		args = append(args, r.DeliveryID, attempts, sb.Micros(a.At), code, nullStr(a.Error), a.Duration.Milliseconds(), nullStr(a.Response))
 	}
 	// Full chunks of attemptRows in one statement each, the rest one by one.
-	const insert = `INSERT INTO webhook_attempts (delivery_id, n, at, status_code, error, duration_ms) VALUES `
-	const values = `(?, ?, ?, ?, ?, ?)`
+	const insert = `INSERT INTO webhook_attempts (delivery_id, n, at, status_code, error, duration_ms, response_body) VALUES `
+	const values, attemptCols = `(?, ?, ?, ?, ?, ?, ?)`, 7
 	chunk := insert + strings.TrimSuffix(strings.Repeat(values+",", attemptRows), ",")
-	for len(args) >= 6*attemptRows {
-		if _, err := t.exec(ctx, chunk, args[:6*attemptRows]...); err != nil {
+	for len(args) >= attemptCols*attemptRows {
+		if _, err := t.exec(ctx, chunk, args[:attemptCols*attemptRows]...); err != nil {
 			return err
 		}
-		args = args[6*attemptRows:]
+		args = args[attemptCols*attemptRows:]
 	}
-	for ; len(args) > 0; args = args[6:] {
-		if _, err := t.exec(ctx, insert+values, args[:6]...); err != nil {
+	for ; len(args) > 0; args = args[attemptCols:] {
+		if _, err := t.exec(ctx, insert+values, args[:attemptCols]...); err != nil {
 			return err
 		}
 	}
@@ -480,7 +481,7 @@ func (db *DB) attachAttempts(ctx context.Context, byID map[string]*sb.Delivery) 
 	for id := range byID {
 		ids = append(ids, id)
 	}
-	rows, err := db.query(ctx, `SELECT delivery_id, at, status_code, error, duration_ms FROM webhook_attempts
+	rows, err := db.query(ctx, `SELECT delivery_id, at, status_code, error, duration_ms, response_body FROM webhook_attempts
 		WHERE delivery_id IN (`+placeholders(len(ids))+`) ORDER BY delivery_id, n`, ids...)
 	if err != nil {
 		return err
@@ -490,12 +491,13 @@ func (db *DB) attachAttempts(ctx context.Context, byID map[string]*sb.Delivery) 
 		var id string
 		var at, ms int64
 		var code sql.NullInt64
-		var msg sql.NullString
-		if err := rows.Scan(&id, &at, &code, &msg, &ms); err != nil {
+		var msg, resp sql.NullString
+		if err := rows.Scan(&id, &at, &code, &msg, &ms, &resp); err != nil {
 			return err
 		}
 		d := byID[id]
-		d.Log = append(d.Log, sb.Attempt{At: sb.FromMicros(at), StatusCode: int(code.Int64), Error: msg.String, Duration: time.Duration(ms) * time.Millisecond})
+		d.Log = append(d.Log, sb.Attempt{At: sb.FromMicros(at), StatusCode: int(code.Int64), Error: msg.String, Duration: time.Duration(ms) * time.Millisecond,
+			Response: resp.String})
 	}
 	return rows.Err()
 }
@@ -573,4 +575,33 @@ func (db *DB) RecoverDeliveries(ctx context.Context, tenantID string, env sb.Env
 		db.wakeWebhooks()
 	}
 	return int(n), nil
+}
+
+// CreateTestDelivery queues a delivery of a test event to a live webhook
+// of the environment, due now: the same request as a real event's, with a
+// payload that names no message.
+func (db *DB) CreateTestDelivery(ctx context.Context, tenantID string, env sb.Environment, webhookID, event string, payload []byte, now time.Time) (*sb.Delivery, error) {
+	var d *sb.Delivery
+	err := db.inTx(ctx, func(tx *Tx) error {
+		if _, err := scanWebhook(tx.queryRow(ctx, `SELECT `+webhookCols+` FROM webhooks WHERE tenant_id = ? AND environment = ? AND id = ? AND deleted_at IS NULL`,
+			tenantID, string(env), webhookID)); err != nil {
+			return err
+		}
+		var msg struct {
+			MessageID string `json:"message_id"`
+		}
+		if err := json.Unmarshal(payload, &msg); err != nil {
+			return err
+		}
+		var err error
+		d, err = scanDelivery(tx.queryRow(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, tenant_id, environment, event, message_id, payload, status, attempts, next_attempt_at, created_at, test)
+			VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, 1) RETURNING `+deliveryCols,
+			sb.NewID(), webhookID, tenantID, string(env), event, msg.MessageID, string(payload), sb.Micros(now), sb.Micros(now)))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	db.wakeWebhooks()
+	return d, nil
 }

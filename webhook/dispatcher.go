@@ -267,8 +267,8 @@ func (d *Dispatcher) start(ctx context.Context, ds []*sb.Delivery, attempts *syn
 	}
 }
 
-// attempt POSTs one delivery. Anything but a 2xx answer within the timeout
-// is a failure: 3xx (redirects are not followed), 4xx, 5xx, a refused or
+// attempt POSTs one delivery and keeps the start of the answer for the log.
+// Anything but a 2xx answer within the timeout is a failure: 3xx (redirects are not followed), 4xx, 5xx, a refused or
 // reset connection, a refused address, a timeout.
 func (d *Dispatcher) attempt(ctx context.Context, hook *sb.Webhook, dl *sb.Delivery) sb.AttemptResult {
 	start := time.Now()
@@ -285,8 +285,10 @@ func (d *Dispatcher) attempt(ctx context.Context, hook *sb.Webhook, dl *sb.Deliv
 		res.Attempt.Error = describe(err)
 		return res
 	}
+	kept, _ := io.ReadAll(io.LimitReader(resp.Body, sb.MaxResponseKept))
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
+	res.Attempt.Response = strings.ToValidUTF8(string(kept), "\uFFFD")
 	res.Attempt.StatusCode = resp.StatusCode
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:

@@ -6,10 +6,12 @@ package main
 // artifact; docs/dashboard.md shows some of them).
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -227,6 +229,13 @@ func TestDashboard(t *testing.T) {
 			{"Contacts", dashContacts},
 			{"Campaigns", dashCampaigns},
 			{"TenantIsolation", dashIsolation},
+			{"IsolationOfEveryPage", dashIsolationPages},
+			{"Send", dashSend},
+			{"Templates", dashTemplates},
+			{"ContactPages", dashContactPages},
+			{"PhoneEdit", dashPhoneEdit},
+			{"WebhookPage", dashWebhookPage},
+			{"TimesAndNoScript", dashTimesAndNoScript},
 			{"SuspensionEndsSessions", dashSuspension},
 			{"NarrowAndZoomed", dashNarrow},
 		} {
@@ -399,8 +408,28 @@ func dashFormToken(t *testing.T, _ context.Context, s *server) {
 	if m == nil {
 		t.Fatalf("no form token on the keys page")
 	}
-	if code, body := post(url.Values{"name": {"with token"}, "csrf": {m[1]}}); code != http.StatusCreated || !strings.Contains(body, "svc_live_") {
-		t.Errorf("a form with the token: %d", code)
+	if code, _ := post(url.Values{"name": {"with token"}, "csrf": {m[1]}}); code != http.StatusSeeOther {
+		t.Errorf("a form with the token: %d, want 303 to the keys page", code)
+	}
+	// A multipart form (the contacts import) needs the token too.
+	var mp bytes.Buffer
+	mw := multipart.NewWriter(&mp)
+	fw, _ := mw.CreateFormFile("file", "contacts.csv")
+	fw.Write([]byte("phone\n+15005550020\n"))
+	mw.Close()
+	req, _ = http.NewRequest("POST", s.URL+"/dashboard/contacts/import", &mp)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.AddCookie(cookie)
+	res, err = noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden {
+		t.Errorf("a multipart form without the token: %d, want 403", res.StatusCode)
+	}
+	if l := s.do(t, "GET", "/v1/contacts", tn.Live, nil).List(); len(l) != 0 {
+		t.Errorf("a multipart form without the token imported %d contacts", len(l))
 	}
 	for _, k := range s.do(t, "GET", "/v1/api-keys", tn.Live, nil).List() {
 		if k["name"] == "no token" || k["name"] == "wrong token" {
@@ -423,6 +452,18 @@ func dashKeys(t *testing.T, browser context.Context, s *server) {
 		t.Fatalf("the new key: %q %v", key, err)
 	}
 	b.shoot("keys-created")
+	if hidden := eval[bool](b, `document.querySelector("button[data-copy=new-key]").hidden`); hidden {
+		t.Errorf("no copy button for the new key")
+	}
+	// The form answered with a redirect: reloading the page shows the key
+	// list again, without the key's text and without a second key.
+	b.do("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#keys")))
+	if n := eval[int](b, `document.querySelectorAll("#new-key").length`); n != 0 {
+		t.Errorf("the key's text is shown again after a reload")
+	}
+	if n := eval[int](b, `Array.from(document.querySelectorAll("#keys tr[data-key]")).filter(r => r.textContent.includes("Billing server")).length`); n != 1 {
+		t.Errorf("%d keys named Billing server after a reload, want 1", n)
+	}
 	id := eval[string](b, `Array.from(document.querySelectorAll("#keys tr[data-key]")).find(r => r.textContent.includes("Billing server")).dataset.key`)
 	if row := b.text(`tr[data-key="` + id + `"]`); !strings.Contains(row, "never") || !strings.Contains(row, "30/min") {
 		t.Errorf("the new key's row: %q", row)
@@ -439,13 +480,23 @@ func dashKeys(t *testing.T, browser context.Context, s *server) {
 
 	b.click(`tr[data-key="`+id+`"] a[href$="/revoke"]`, `form[action$="/revoke"] button.danger`)
 	b.shoot("keys-revoke")
+	if n := eval[int](b, `document.querySelectorAll("#last-live").length`); n != 0 {
+		t.Errorf("a warning that this is the last live key, with another live key left")
+	}
 	b.click(`form[action$="/revoke"] button.danger`, `.notice`)
-	if n := eval[int](b, `document.querySelectorAll('tr[data-key="`+id+`"]').length`); n != 0 {
-		t.Errorf("the revoked key is still listed")
+	if n := eval[int](b, `document.querySelectorAll('#keys tr[data-key="`+id+`"]').length`); n != 0 {
+		t.Errorf("the revoked key is still listed among the active keys")
+	}
+	if row := b.text(`#revoked-keys tr[data-key="` + id + `"]`); !strings.Contains(row, "Billing server") || !strings.Contains(row, "revoked") {
+		t.Errorf("the revoked key's row: %q", row)
 	}
 	if r := s.do(t, "GET", "/v1/api-keys", key, nil); r.Status != http.StatusUnauthorized {
 		t.Errorf("the revoked key answers %d, want 401", r.Status)
 	}
+	// The tenant's last live key: revoking it is warned about.
+	last := eval[string](b, `document.querySelector("#keys tr[data-key]").dataset.key`)
+	b.open("/dashboard/keys/"+last+"/revoke", `#last-live`)
+	b.shoot("keys-revoke-last")
 }
 
 // Messages: filtered by status by clicking; a failed message's page shows
@@ -520,7 +571,9 @@ func dashWebhooks(t *testing.T, browser context.Context, s *server) {
 	b.shoot("webhook-log-failed")
 
 	up.Store(true)
-	b.click(`#log .delivery form button`, `.notice`)
+	// The log refreshes itself: click in one step, so the button clicked
+	// is the one found.
+	b.do("retry", chromedp.Evaluate[chromedp.Void](`document.querySelector("#log .delivery form button").click()`), chromedp.WaitVisible(chromedp.CSS(".notice")))
 	b.do("wait for the new attempt", chromedp.WaitVisible(chromedp.CSS(`#log .delivery .s-succeeded`)))
 	if n := eval[int](b, `document.querySelectorAll("#log tr.attempt").length`); n != 5 {
 		t.Errorf("%d attempts after the retry, want 5", n)
@@ -607,7 +660,7 @@ func dashContacts(t *testing.T, browser context.Context, s *server) {
 			t.Errorf("%s: %q, want %q", sel, got, want)
 		}
 	}
-	if rep := b.text("#import-report"); !strings.Contains(rep, "phone must be an E.164 number") {
+	if rep := b.text("#import-report"); !strings.Contains(rep, `phone "not-a-number" is not an E.164 number`) {
 		t.Errorf("the report does not say why row 4 is invalid: %q", rep)
 	}
 	b.shoot("contacts-import")
@@ -696,32 +749,86 @@ func dashSuspension(t *testing.T, browser context.Context, s *server) {
 	b.open("/dashboard/keys", `input#key`) // resuming does not bring the session back
 }
 
-// Every page at 360 px wide and at 200% zoom (a 1280 px window shows 640
-// CSS px): nothing overflows, and every control has a label.
+// Every page at 390 px wide (a phone), at 360 px and at 200% zoom (a 1280
+// px window shows 640 CSS px): nothing overflows, every control has a
+// label, no word of a table is broken across lines, and every status in a
+// table is in view.
 func dashNarrow(t *testing.T, browser context.Context, s *server) {
 	tn := newTenant(t, s.DB)
 	msg := s.do(t, "POST", "/v1/messages", tn.Test, map[string]any{"to": "+15005550001", "body": "A long message that wraps on a narrow screen, with a link https://example.com/a/very/long/path/that/does/not/break"}).Data()["message_id"].(string)
+	for i := range 3 {
+		s.do(t, "POST", "/v1/messages", tn.Test, map[string]any{"to": "+15005550006", "body": fmt.Sprintf("Your order number %d has shipped and arrives tomorrow", i)})
+	}
+	s.do(t, "POST", "/v1/templates", tn.Test, map[string]any{"name": "order_shipped_notification", "body": "Hi {{first_name}}, order {{order_number}} has shipped."})
+	contact := s.do(t, "POST", "/v1/contacts", tn.Test, map[string]any{"phone": "+15005550050", "name": "Margaret Hamilton", "fields": map[string]any{"plan": "enterprise"}}).Data()["id"].(string)
+	hook := s.do(t, "POST", "/v1/webhooks", tn.Test, map[string]any{"url": "http://127.0.0.1:9/webhooks/switchboard/receiver", "events": []string{"message.failed", "message.delivered"},
+		"secret": "a-secret-of-20-chars"}).Data()["id"].(string)
+	eventually(t, 30*time.Second, "the failed message", func() bool {
+		return s.do(t, "GET", "/v1/messages/"+msg, tn.Test, nil).Data()["status"] == "failed"
+	})
 	b := newTab(t, browser, s)
 	b.signInByLink(tn.ID)
 	pages := []struct{ path, sel string }{
 		{"/dashboard/test/", "#usage-h"}, {"/dashboard/test/keys", "#keys"}, {"/dashboard/test/messages", "#messages"},
-		{"/dashboard/test/messages/" + msg, "#message-status"}, {"/dashboard/test/webhooks", "#webhooks"},
-		{"/dashboard/phones", "#phones"}, {"/dashboard/test/contacts", "#contacts"}, {"/dashboard/test/campaigns", "#campaigns"},
+		{"/dashboard/test/messages/" + msg, "#message-status"}, {"/dashboard/test/send", "#send-form"}, {"/dashboard/test/templates", "#templates"},
+		{"/dashboard/test/webhooks", "#webhooks"}, {"/dashboard/test/webhooks/" + hook, "#log"},
+		{"/dashboard/phones", "#phones"}, {"/dashboard/phones/" + tn.Phone.ID, "#phone-status"}, {"/dashboard/test/contacts", "#contacts"},
+		{"/dashboard/test/contacts/" + contact, "#opted-out"}, {"/dashboard/test/campaigns", "#campaigns"},
 		{"/dashboard/sessions", "#sessions"},
 	}
 	for _, vp := range []struct {
 		name  string
 		w, h  int64
 		scale float64
-	}{{"360px", 360, 740, 1}, {"zoom200", 640, 450, 2}} {
+	}{{"390px", 390, 844, 1}, {"360px", 360, 740, 1}, {"zoom200", 640, 450, 2}} {
 		b.do("viewport "+vp.name, chromedp.EmulateViewport(vp.w, vp.h, chromedp.EmulateScale(vp.scale)))
 		for _, p := range pages {
 			b.open(p.path, p.sel)
 			b.checkAccessible(p.path + " at " + vp.name)
+			b.checkTables(p.path + " at " + vp.name)
 		}
 		b.open("/dashboard/test/messages", "#messages")
 		b.shoot("messages-" + vp.name)
 	}
+	b.do("viewport 390px", chromedp.EmulateViewport(390, 844))
+	for name, path := range map[string]string{"keys-390px": "/dashboard/test/keys", "webhook-390px": "/dashboard/test/webhooks/" + hook,
+		"contacts-390px": "/dashboard/test/contacts", "message-390px": "/dashboard/test/messages/" + msg, "send-390px": "/dashboard/test/send"} {
+		b.open(path, "#content")
+		b.shoot(name)
+	}
 	b.open("/dashboard/login", "#content")
 	b.checkAccessible("the sign-in page")
+}
+
+// checkTables checks what a narrow screen does to the tables of the page:
+// no word of up to 20 characters is broken across two lines (longer ones,
+// such as urls, may be), and every status badge is within the viewport.
+func (b *tab) checkTables(where string) {
+	b.t.Helper()
+	broken := eval[[]string](b, `(() => {
+		const out = [];
+		const walk = document.createTreeWalker(document.querySelector("main"), NodeFilter.SHOW_TEXT);
+		for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+			if (!n.parentElement.closest("table") || n.parentElement.closest(".sr, details:not([open])")) continue;
+			for (const m of n.textContent.matchAll(/\S+/g)) {
+				if (m[0].length > 20) continue;
+				const r = document.createRange();
+				r.setStart(n, m.index);
+				r.setEnd(n, m.index + m[0].length);
+				const tops = new Set(Array.from(r.getClientRects()).filter(x => x.width > 0).map(x => Math.round(x.top)));
+				if (tops.size > 1) out.push(m[0]);
+			}
+		}
+		return out;
+	})()`)
+	if len(broken) > 0 {
+		b.t.Errorf("%s: words broken across lines: %q", where, broken)
+	}
+	cut := eval[[]string](b, `Array.from(document.querySelectorAll("main table .badge")).filter(e => {
+		const r = e.getBoundingClientRect();
+		return r.width > 0 && (r.left < 0 || r.right > window.innerWidth);
+	}).map(e => e.textContent)`)
+	if len(cut) > 0 {
+		b.t.Errorf("%s: statuses outside the viewport: %q", where, cut)
+	}
 }
