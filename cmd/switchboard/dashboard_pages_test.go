@@ -359,20 +359,20 @@ func dashIsolationPages(t *testing.T, _ context.Context, s *server) {
 		}
 	}
 	for path, form := range map[string]url.Values{
-		"/dashboard/test/templates/" + tpl + "/delete":    {},
-		"/dashboard/test/contacts/" + contact:             {"phone": {"+15005550042"}, "name": {"mine now"}},
-		"/dashboard/test/contacts/" + contact + "/delete": {},
-		"/dashboard/test/webhooks/" + hook:                {"url": {"http://127.0.0.1:9/mine"}, "events": {"message.failed"}, "retry_policy": {"standard"}},
-		"/dashboard/test/webhooks/" + hook + "/secret":    {},
-		"/dashboard/test/webhooks/" + hook + "/test":      {"event": {"message.failed"}},
-		"/dashboard/test/webhooks/" + hook + "/recover":   {"since": {"24h"}},
-		"/dashboard/test/webhooks/" + hook + "/delete":    {},
-		"/dashboard/phones/" + theirs.Phone.ID:            {"daily_limit": {"1"}},
-		"/dashboard/phones/" + theirs.Phone.ID + "/delete": {},
+		"/dashboard/test/templates/" + tpl + "/delete":      {},
+		"/dashboard/test/contacts/" + contact:               {"phone": {"+15005550042"}, "name": {"mine now"}},
+		"/dashboard/test/contacts/" + contact + "/delete":   {},
+		"/dashboard/test/webhooks/" + hook:                  {"url": {"http://127.0.0.1:9/mine"}, "events": {"message.failed"}, "retry_policy": {"standard"}},
+		"/dashboard/test/webhooks/" + hook + "/secret":      {},
+		"/dashboard/test/webhooks/" + hook + "/test":        {"event": {"message.failed"}},
+		"/dashboard/test/webhooks/" + hook + "/recover":     {"since": {"24h"}},
+		"/dashboard/test/webhooks/" + hook + "/delete":      {},
+		"/dashboard/phones/" + theirs.Phone.ID:              {"daily_limit": {"1"}},
+		"/dashboard/phones/" + theirs.Phone.ID + "/delete":  {},
 		"/dashboard/phones/" + theirs.Phone.ID + "/pairing": {},
-		"/dashboard/keys/" + key + "/revoke":              {},
-		"/dashboard/test/contacts/" + ownContact:          {"phone": {"+15005550043"}},
-		"/dashboard/test/webhooks/" + ownHook + "/test":   {"event": {"message.failed"}},
+		"/dashboard/keys/" + key + "/revoke":                {},
+		"/dashboard/test/contacts/" + ownContact:            {"phone": {"+15005550043"}},
+		"/dashboard/test/webhooks/" + ownHook + "/test":     {"event": {"message.failed"}},
 	} {
 		if code, _ := c.post(path, form); code != http.StatusNotFound {
 			t.Errorf("POST %s: %d, want 404", path, code)
