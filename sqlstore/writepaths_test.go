@@ -170,7 +170,7 @@ func TestRecordAttemptsBulk(t *testing.T) {
 		final := newDelivery(sb.DeliveryFailed)
 		twice := newDelivery(sb.DeliveryPending)
 		ok := func(id string) sb.AttemptResult {
-			return sb.AttemptResult{DeliveryID: id, OK: true, Attempt: sb.Attempt{At: now, StatusCode: 200, Duration: 3 * time.Millisecond}}
+			return sb.AttemptResult{DeliveryID: id, OK: true, Attempt: sb.Attempt{At: now, StatusCode: 200, Duration: 3 * time.Millisecond, Response: `{"ok":true}`}}
 		}
 		var rs []sb.AttemptResult
 		for _, id := range pending {
@@ -216,6 +216,16 @@ func TestRecordAttemptsBulk(t *testing.T) {
 			}
 			if l := logged(id); len(l) != 1 || l[0] != 1200 {
 				t.Fatalf("attempts of a pending delivery: %v", l)
+			}
+		}
+		// The answers' bodies are kept, on both paths.
+		for _, id := range []string{pending[0], twice} {
+			d, err := db.Delivery(ctx, tn.ID, sb.Live, hook.ID, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if last := d.Log[len(d.Log)-1]; last.Response != `{"ok":true}` {
+				t.Errorf("the answer's body kept: %q", last.Response)
 			}
 		}
 		if s := get(final); s != (state{status: sb.DeliveryFailed, attempts: 1, tries: 0}) {
