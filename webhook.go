@@ -11,7 +11,7 @@ const (
 
 // Retry policies: how long a delivery that keeps failing is tried.
 const (
-	// RetryStandard is the contract's schedule, the default: three
+	// RetryStandard is the default schedule: three
 	// retries, 2, 4 and 8 seconds after the failures.
 	RetryStandard = "standard"
 	// RetryExtended rides out an endpoint's outage or a deploy, as Stripe

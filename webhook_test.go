@@ -6,7 +6,7 @@ import (
 )
 
 // The retry schedules are exactly the documented ones: standard 2, 4, 8 s
-// (the contract's), extended 1 min to 24 h; the try after the last delay
+// (the API's default), extended 1 min to 24 h; the try after the last delay
 // is final, and an unknown policy (none is ever stored) is standard.
 func TestRetryDelay(t *testing.T) {
 	for _, c := range []struct {

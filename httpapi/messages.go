@@ -260,7 +260,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, p *auth.Principal,
 	return nil
 }
 
-// accept checks a send in the contract's order and stores the message it
+// accept checks a send in the documented order and stores the message it
 // asks for (with its Idempotency-Key's record when idem is set).
 func (s *Server) accept(ctx context.Context, p *auth.Principal, req *sendRequest, idem *sb.IdempotencyRecord, now time.Time) (*sb.Message, error) {
 	data, err := req.validate()
