@@ -41,7 +41,6 @@ var funcs = template.FuncMap{
 		at = at.UTC()
 		return template.HTML(`<time datetime="` + at.Format(time.RFC3339Nano) + `">` + at.Format("2006-01-02 15:04:05") + ` UTC</time>`)
 	},
-	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"day": func(t time.Time) string { return t.UTC().Format("Jan 2") },
 	"num": func(n any) string {
 		var v int64

@@ -29,7 +29,6 @@ type WebhookStore interface {
 type webhooksView struct {
 	Webhooks []webhookRow
 	Events   []string
-	Policies []string
 	Form     webhookForm
 	Error    string
 }
@@ -107,7 +106,7 @@ func (h *Handler) webhooks(w http.ResponseWriter, r *http.Request, v *visit) err
 	if err != nil {
 		return err
 	}
-	return h.render(w, r, v, http.StatusOK, "webhooks", "Webhooks", webhooksView{Webhooks: rows, Events: sb.EventTypes, Policies: sb.RetryPolicies,
+	return h.render(w, r, v, http.StatusOK, "webhooks", "Webhooks", webhooksView{Webhooks: rows, Events: sb.EventTypes,
 		Form: webhookForm{Events: map[string]bool{}, RetryPolicy: sb.RetryStandard}})
 }
 
@@ -126,7 +125,7 @@ func (h *Handler) createWebhook(w http.ResponseWriter, r *http.Request, v *visit
 		if lerr != nil {
 			return lerr
 		}
-		return h.render(w, r, v, statusOf(e), "webhooks", "Webhooks", webhooksView{Webhooks: rows, Events: sb.EventTypes, Policies: sb.RetryPolicies,
+		return h.render(w, r, v, statusOf(e), "webhooks", "Webhooks", webhooksView{Webhooks: rows, Events: sb.EventTypes,
 			Form: form, Error: e.Message})
 	}
 	if err := sb.CheckWebhookURL(form.URL); err != nil {
@@ -186,7 +185,6 @@ type webhookView struct {
 	Form      webhookForm
 	Error     string
 	Events    []string
-	Policies  []string
 	Windows   []recoverWindow
 	Secret    *shownSecret
 	PrevUntil *time.Time
@@ -222,7 +220,7 @@ func (h *Handler) webhookPage(r *http.Request, v *visit) (*webhookView, error) {
 	}
 	out.Live = after == ""
 	out.Deliveries = ds
-	out.Form, out.Events, out.Policies, out.Windows = formOfWebhook(hook), sb.EventTypes, sb.RetryPolicies, recoverWindows
+	out.Form, out.Events, out.Windows = formOfWebhook(hook), sb.EventTypes, recoverWindows
 	if hook.PreviousSecretActive(v.now) {
 		out.PrevUntil = hook.PreviousSecretExpiresAt
 	}
@@ -337,8 +335,8 @@ func (h *Handler) rotateSecret(w http.ResponseWriter, r *http.Request, v *visit)
 	return h.redirect(w, r, v, v.base()+"/webhooks/"+id, f)
 }
 
-// testMessages are the messages a test event tells of: numbers of the
-// simulator's, and a message id that names no message.
+// testPayload is the body of a test event: a message between numbers of
+// the simulator's, whose id names no message.
 func testPayload(event string, now time.Time) []byte {
 	m := &sb.Message{ID: sb.NewID(), From: "+15550100001", To: "+15005550006", Channel: sb.ChannelSMS}
 	switch event {
