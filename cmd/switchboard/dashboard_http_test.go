@@ -18,10 +18,10 @@ import (
 // dashSession signs in to tenantID's dashboard with a one-time link over
 // HTTP and returns a client that holds the session (it follows no
 // redirect) and the session's form token.
-func dashSession(t *testing.T, s *server, tenantID string) (*dashClient, string) {
+func dashSession(t *testing.T, s *server, tenantID string) (*dashRawClient, string) {
 	t.Helper()
 	u, _ := url.Parse(dashboardLink(t, s, tenantID))
-	c := &dashClient{t: t, s: s, http: &http.Client{Timeout: 30 * time.Second,
+	c := &dashRawClient{t: t, s: s, http: &http.Client{Timeout: 30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	res := c.post("/dashboard/login/link", url.Values{"token": {u.Query().Get("token")}})
 	for _, ck := range res.Cookies() {
@@ -40,14 +40,14 @@ func dashSession(t *testing.T, s *server, tenantID string) (*dashClient, string)
 	return c, m[1]
 }
 
-type dashClient struct {
+type dashRawClient struct {
 	t      *testing.T
 	s      *server
 	http   *http.Client
 	cookie *http.Cookie
 }
 
-func (c *dashClient) do(req *http.Request) *http.Response {
+func (c *dashRawClient) do(req *http.Request) *http.Response {
 	c.t.Helper()
 	if c.cookie != nil {
 		req.AddCookie(c.cookie)
@@ -59,7 +59,7 @@ func (c *dashClient) do(req *http.Request) *http.Response {
 	return res
 }
 
-func (c *dashClient) get(path string) (int, string) {
+func (c *dashRawClient) get(path string) (int, string) {
 	c.t.Helper()
 	req, _ := http.NewRequest("GET", c.s.URL+path, nil)
 	res := c.do(req)
@@ -68,7 +68,7 @@ func (c *dashClient) get(path string) (int, string) {
 	return res.StatusCode, string(b)
 }
 
-func (c *dashClient) post(path string, form url.Values) *http.Response {
+func (c *dashRawClient) post(path string, form url.Values) *http.Response {
 	c.t.Helper()
 	req, _ := http.NewRequest("POST", c.s.URL+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -79,7 +79,7 @@ func (c *dashClient) post(path string, form url.Values) *http.Response {
 }
 
 // postFile posts a multipart form with fields and a file field "file".
-func (c *dashClient) postFile(path string, fields map[string]string, file string) int {
+func (c *dashRawClient) postFile(path string, fields map[string]string, file string) int {
 	c.t.Helper()
 	var body bytes.Buffer
 	mw := multipart.NewWriter(&body)
@@ -121,7 +121,7 @@ func dashMultipartToken(t *testing.T, s *server, db string) {
 	if n := len(s.do(t, "GET", "/v1/contacts", tn.Test, nil).List()); n != 0 {
 		t.Fatalf("%d contacts after imports without the token, want none", n)
 	}
-	if st := c.postFile("/dashboard/test/contacts/import", map[string]string{"csrf": csrf}, csv); st != http.StatusOK {
+	if st := c.postFile("/dashboard/test/contacts/import", map[string]string{"csrf": csrf}, csv); st != http.StatusSeeOther { // POST-redirect-GET
 		t.Errorf("an import with the token: %d", st)
 	}
 	if n := len(s.do(t, "GET", "/v1/contacts", tn.Test, nil).List()); n != 1 {
@@ -163,7 +163,7 @@ func dashSignOutEverywhere(t *testing.T, s *server, db string) {
 	stranger, csrfStranger := dashSession(t, s, other.ID)
 
 	u, _ := url.Parse(dashboardLink(t, s, tn.ID))
-	res := (&dashClient{t: t, s: s, http: second.http}).post("/dashboard/login/link", url.Values{"token": {u.Query().Get("token")}})
+	res := (&dashRawClient{t: t, s: s, http: second.http}).post("/dashboard/login/link", url.Values{"token": {u.Query().Get("token")}})
 	if loc := res.Header.Get("Location"); !strings.Contains(loc, "notice=other-sessions") {
 		t.Errorf("signing in with other sessions open went to %q, want the other-sessions notice", loc)
 	}
@@ -177,7 +177,7 @@ func dashSignOutEverywhere(t *testing.T, s *server, db string) {
 		stranger.post("/dashboard/sessions/end", url.Values{"csrf": {csrfStranger}, "end": {ref[1]}})
 	}
 	stranger.post("/dashboard/sessions/end", url.Values{"csrf": {csrfStranger}, "end": {"others"}})
-	for _, c := range []*dashClient{first, third} {
+	for _, c := range []*dashRawClient{first, third} {
 		if st, _ := c.get("/dashboard/keys"); st != 200 {
 			t.Fatalf("a session after another tenant tried to end it: %d", st)
 		}
@@ -190,7 +190,7 @@ func dashSignOutEverywhere(t *testing.T, s *server, db string) {
 	if res.StatusCode != http.StatusSeeOther {
 		t.Fatalf("sign out every other session: %d", res.StatusCode)
 	}
-	for _, c := range []*dashClient{first, third} {
+	for _, c := range []*dashRawClient{first, third} {
 		req, _ := http.NewRequest("GET", s.URL+"/dashboard/keys", nil)
 		res := c.do(req)
 		res.Body.Close()
