@@ -303,6 +303,9 @@ type DeviceQueued struct {
 	ValidUntil time.Time
 	// Phone is the message's phone, nil when it was deleted.
 	Phone *Phone
+	// Pinned is set when the sender named the phone (from): the message
+	// goes out from that number or not at all.
+	Pinned bool
 }
 
 // DeviceAction is what the sweeper does with a message of the device queue.
@@ -317,17 +320,24 @@ const (
 	// DeviceOutcomeUnknown fails it: its device took it and never said
 	// whether it sent it.
 	DeviceOutcomeUnknown
+	// DeviceSenderDeleted fails it: its sender named its phone, which was
+	// deleted before any device took it (see SenderDeletedReason).
+	DeviceSenderDeleted
 )
 
 // Sweep decides what becomes of a message of the device queue at now. One
 // that no device was handed moves when its phone cannot take it (offline,
-// switched off, unpaired or deleted): nothing was sent. One handed to a
-// device never moves: it stays with its device, which is handed it again
-// (with its original validUntil) whenever it asks for messages, so that
-// the app reports what it did with it; once its device has been silent on
-// it until OutcomeUnknownAt, it fails.
+// switched off, unpaired or deleted): nothing was sent. But one whose
+// sender named its phone (Pinned) never goes out from another number: it
+// waits for its phone however long that is offline, and fails once the
+// phone is deleted. One handed to a device never moves: it stays with its
+// device, which is handed it again (with its original validUntil) whenever
+// it asks for messages, so that the app reports what it did with it; once
+// its device has been silent on it until OutcomeUnknownAt, it fails.
 func (r Routing) Sweep(m DeviceQueued, now time.Time) DeviceAction {
 	switch {
+	case m.Holder == "" && m.Phone == nil && m.Pinned:
+		return DeviceSenderDeleted
 	case m.Holder == "" && (m.Phone == nil || !r.Online(m.Phone, now)):
 		return DeviceMove
 	case m.Holder != "" && !now.Before(r.OutcomeUnknownAt(m.ValidUntil)):
@@ -339,8 +349,10 @@ func (r Routing) Sweep(m DeviceQueued, now time.Time) DeviceAction {
 // DeviceSweep is what one pass of the sweeper did.
 type DeviceSweep struct {
 	// Considered is how many messages it read; Moved how many went to
-	// another phone; Unknown how many failed with their outcome unknown.
-	Considered, Moved, Unknown int
+	// another phone; Unknown how many failed with their outcome unknown;
+	// SenderDeleted how many failed because the phone their sender named
+	// was deleted.
+	Considered, Moved, Unknown, SenderDeleted int
 }
 
 // OutcomeUnknownAt is when a message handed to a device with validUntil,
@@ -355,6 +367,14 @@ func (r Routing) OutcomeUnknownAt(validUntil time.Time) time.Time {
 func OutcomeUnknownReason(number, phoneID string, validUntil time.Time) string {
 	return "outcome unknown: the phone " + number + " (" + phoneID + ") took the message and has not reported whether it sent it" +
 		" (it could send it until " + validUntil.UTC().Format(time.RFC3339) + "); it may have been sent, so it was not sent from another phone"
+}
+
+// SenderDeletedReason is the failure_reason of a message whose sender
+// named the phone numbered number (from), deleted before any device took
+// the message.
+func SenderDeletedReason(number, phoneID string) string {
+	return "the phone " + number + " (" + phoneID + ") named by from was deleted before the message went out; " +
+		"a message with from never goes out from another number"
 }
 
 // ProvesUnsent reports whether rep, a device's report on a message whose

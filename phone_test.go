@@ -97,8 +97,9 @@ func TestRoutingOnlineCarrier(t *testing.T) {
 }
 
 // TestRoutingSweep: what the sweeper may do with a message of the device
-// queue. One no device took moves when its phone cannot take it; one a
-// device took never moves, and fails as outcome unknown exactly at
+// queue. One no device took moves when its phone cannot take it, unless its
+// sender named the phone: then it waits for it, and fails once it is
+// deleted; one a device took never moves, and fails as outcome unknown exactly at
 // validUntil + ClockGrace + OutcomeAfter, whatever its phone does.
 func TestRoutingSweep(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -120,6 +121,11 @@ func TestRoutingSweep(t *testing.T) {
 		{"waiting, phone switched off", DeviceQueued{Phone: off}, now, DeviceMove},
 		{"waiting, phone unpaired", DeviceQueued{Phone: unpaired}, now, DeviceMove},
 		{"waiting, phone deleted", DeviceQueued{}, now, DeviceMove},
+		{"waiting for the phone its sender named, phone offline", DeviceQueued{Phone: offline, Pinned: true}, now, DeviceMove},
+		{"waiting for the phone its sender named, phone switched off", DeviceQueued{Phone: off, Pinned: true}, now, DeviceMove},
+		{"waiting for the phone its sender named, phone deleted", DeviceQueued{Pinned: true}, now, DeviceSenderDeleted},
+		{"held, sender named the phone, phone deleted", DeviceQueued{Holder: "old", ValidUntil: now.Add(-time.Minute), Pinned: true}, now, DeviceWait},
+		{"held, sender named the phone, phone deleted, at OutcomeUnknownAt", DeviceQueued{Holder: "old", ValidUntil: valid, Pinned: true}, now, DeviceOutcomeUnknown},
 		{"held, validUntil passed long ago", DeviceQueued{Holder: "d", ValidUntil: now.Add(-time.Hour), Phone: offline}, now, DeviceWait},
 		{"held, a microsecond before OutcomeUnknownAt", DeviceQueued{Holder: "d", ValidUntil: valid, Phone: online}, now.Add(-time.Microsecond), DeviceWait},
 		{"held, at OutcomeUnknownAt", DeviceQueued{Holder: "d", ValidUntil: valid, Phone: online}, now, DeviceOutcomeUnknown},
@@ -136,6 +142,10 @@ func TestRoutingSweep(t *testing.T) {
 	// The defaults: a minute's grace, an hour's wait.
 	if got, want := (Routing{}).OutcomeUnknownAt(now), now.Add(time.Hour+time.Minute); !got.Equal(want) {
 		t.Errorf("OutcomeUnknownAt with the defaults: %v, want %v", got, want)
+	}
+	if got := SenderDeletedReason("+15551230001", "01PHONE"); !strings.Contains(got, "deleted") ||
+		!strings.Contains(got, "+15551230001") || !strings.Contains(got, "01PHONE") {
+		t.Errorf("SenderDeletedReason names neither the phone nor the rule: %q", got)
 	}
 	if got := OutcomeUnknownReason("+15551230001", "01PHONE", now); !strings.HasPrefix(got, "outcome unknown: ") ||
 		!strings.Contains(got, "+15551230001") || !strings.Contains(got, "01PHONE") {

@@ -325,9 +325,9 @@ const deviceDueProbe = `SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE devic
 // SweepDeviceMessages acts, up to limit messages at a time, on the device
 // messages the routing rules (Routing.Sweep) say cannot stay as they are:
 // it moves those no device was handed whose phone went offline or was
-// deleted, and fails (message.failed) those a device took and never
-// reported on by their OutcomeUnknownAt. A message a device holds never
-// moves.
+// deleted (or fails them, when their sender named that deleted phone), and
+// fails (message.failed) those a device took and never reported on by
+// their OutcomeUnknownAt. A message a device holds never moves.
 func (db *DB) SweepDeviceMessages(ctx context.Context, now time.Time, limit int) (sb.DeviceSweep, error) {
 	lock := ""
 	if db.dialect == Postgres {
@@ -374,7 +374,7 @@ func (db *DB) SweepDeviceMessages(ctx context.Context, now time.Time, limit int)
 				return err
 			}
 			r.phoneID, r.pinned = phone.String, pinned != 0
-			q := sb.DeviceQueued{Holder: holder.String, ValidUntil: sb.FromMicros(valid.Int64)}
+			q := sb.DeviceQueued{Holder: holder.String, ValidUntil: sb.FromMicros(valid.Int64), Pinned: r.pinned}
 			if pid.Valid {
 				q.Phone = &sb.Phone{ID: pid.String, Kind: sb.PhoneAndroid, Status: pstatus.String, LastSeenAt: optTime(seen)}
 				if pdevice.Valid {
@@ -405,6 +405,12 @@ func (db *DB) SweepDeviceMessages(ctx context.Context, now time.Time, limit int)
 					return err
 				}
 				sw.Unknown++
+			case sb.DeviceSenderDeleted:
+				reason := sb.SenderDeletedReason(r.route.from, r.route.phoneID)
+				if err := tx.finish(ctx, []sb.Outcome{{MessageID: r.route.id, FailureReason: reason, At: now}}); err != nil {
+					return err
+				}
+				sw.SenderDeleted++
 			default:
 				if r.q.Holder != "" { // due by an earlier setting: due again when the rules say
 					if _, err := tx.exec(ctx, `UPDATE messages SET device_due = ? WHERE id = ?`,

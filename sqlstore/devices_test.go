@@ -74,6 +74,18 @@ func (f *deviceFixture) send(at time.Time) string {
 	return m.ID
 }
 
+// sendFrom accepts a live message created at at whose sender named the
+// phone numbered from.
+func (f *deviceFixture) sendFrom(from string, at time.Time) string {
+	f.t.Helper()
+	m := &sb.Message{ID: sb.NewID(), TenantID: f.tenant.ID, Env: sb.Live, Direction: sb.Outbound, To: "+15005550" + sb.NewID()[20:23],
+		Body: "x", Channel: sb.ChannelSMS, Status: sb.StatusQueued, CreatedAt: at}
+	if err := f.db.AcceptSend(bg, &sb.Send{Message: m, From: from}); err != nil {
+		f.t.Fatal(err)
+	}
+	return m.ID
+}
+
 // take is the device's GET /message at at; it returns the ids handed and
 // each one's validUntil.
 func (f *deviceFixture) take(p *sb.Phone, dev string, at time.Time) (ids []string, valid map[string]time.Time, fresh int) {
@@ -227,6 +239,79 @@ func TestDeviceWaitingMoves(t *testing.T) {
 		}
 		if ids, _, fresh := f.take(b, devB, offline); len(ids) != 1 || ids[0] != id || fresh != 1 {
 			t.Errorf("b's take: %v %d", ids, fresh)
+		}
+	})
+}
+
+// TestDevicePinnedPhoneDeleted: a message whose sender named its phone
+// (from) never moves to another number: it waits for its phone while that
+// is offline, with another phone online; when the phone is deleted, it
+// fails at once, naming the phone, with message.failed, while one the
+// phone's device took waits for its outcome. A message left waiting for a
+// phone already deleted (by an earlier version, which let it wait) fails
+// at the sweeper's next pass.
+func TestDevicePinnedPhoneDeleted(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, url string) {
+		f := newDeviceFixture(t, url)
+		t0 := time.Now().UTC().Truncate(time.Millisecond)
+		a, devA := f.phone("+15551260001", t0)
+		b, devB := f.phone("+15551260002", t0)
+		held := f.sendFrom(a.Number, t0)
+		if ids, _, _ := f.take(a, devA, t0); len(ids) != 1 || ids[0] != held {
+			t.Fatalf("a's take: %v, want %s", ids, held)
+		}
+		waiting := f.sendFrom(a.Number, t0.Add(time.Second))
+		// a offline, b online: the message waits for a.
+		for _, at := range []time.Time{t0.Add(3 * time.Minute), t0.Add(time.Hour)} {
+			f.seen(b, devB, at)
+			if sw := f.sweep(at); sw.Moved != 0 || sw.SenderDeleted != 0 {
+				t.Fatalf("sweep at %v with a offline: %+v, want nothing moved or failed", at.Sub(t0), sw)
+			}
+			if ids, _, _ := f.take(b, devB, at); len(ids) != 0 {
+				t.Fatalf("b was handed %v", ids)
+			}
+			if m := f.message(waiting); m.Status != sb.StatusQueued || m.PhoneID != a.ID || f.emitted(waiting) != "" {
+				t.Fatalf("at %v: %s on %s, events %q", at.Sub(t0), m.Status, m.PhoneID, f.emitted(waiting))
+			}
+		}
+		deleted := t0.Add(2 * time.Hour)
+		if err := f.db.DeletePhone(bg, f.tenant.ID, a.ID, deleted); err != nil {
+			t.Fatal(err)
+		}
+		m := f.message(waiting)
+		if m.Status != sb.StatusFailed || m.ErrorCode != string(sb.CodeDeliveryFailed) || m.FailedAt == nil || !m.FailedAt.Equal(deleted) ||
+			m.FailureReason != sb.SenderDeletedReason(a.Number, a.ID) || m.From != a.Number {
+			t.Fatalf("after its phone was deleted: %+v", m)
+		}
+		if got := f.emitted(waiting); got != sb.EventFailed {
+			t.Errorf("events: %q, want %s", got, sb.EventFailed)
+		}
+		if m := f.message(held); m.Status != sb.StatusQueued || f.emitted(held) != "" {
+			t.Errorf("the message a's device took, after a was deleted: %s, events %q; want queued until its outcome", m.Status, f.emitted(held))
+		}
+		f.seen(b, devB, deleted)
+		if sw := f.sweep(deleted); sw.SenderDeleted != 0 || sw.Moved != 0 {
+			t.Errorf("sweep after the delete: %+v", sw)
+		}
+		if ids, _, _ := f.take(b, devB, deleted); len(ids) != 0 {
+			t.Errorf("b was handed %v after a was deleted", ids)
+		}
+
+		// Left waiting by an earlier version: the phone's row went and
+		// the message stayed, due every reroutePause.
+		c, _ := f.phone("+15551260003", deleted)
+		left := f.sendFrom(c.Number, deleted)
+		if _, err := f.db.exec(bg, `DELETE FROM phones WHERE id = ?`, c.ID); err != nil {
+			t.Fatal(err)
+		}
+		if sw := f.sweep(deleted.Add(time.Second)); sw != (sb.DeviceSweep{Considered: 1, SenderDeleted: 1}) {
+			t.Fatalf("sweep of a message whose named phone is gone: %+v, want one failed", sw)
+		}
+		if m := f.message(left); m.Status != sb.StatusFailed || m.FailureReason != sb.SenderDeletedReason(c.Number, c.ID) {
+			t.Fatalf("a message whose named phone is gone, after the sweep: %s %q", m.Status, m.FailureReason)
+		}
+		if got := f.emitted(left); got != sb.EventFailed {
+			t.Errorf("events: %q, want %s", got, sb.EventFailed)
 		}
 	})
 }

@@ -246,8 +246,10 @@ func (db *DB) PhoneTenant(ctx context.Context, id string) (string, error) {
 // DeletePhone deletes one of the tenant's phones: its device's token and
 // inbound secret die with it, recipients that stuck to it are free to stick
 // to another, and its messages that no device holds are due at once for
-// the sweeper to move (see SweepDeviceMessages). The queued messages of a
-// carrier phone fail: they were to go out from its number.
+// the sweeper to move (see SweepDeviceMessages), except those whose sender
+// named it (from), which fail at once: they go out from its number or not
+// at all (sb.Routing.Sweep). The queued messages of a carrier phone fail:
+// they were to go out from its number.
 func (db *DB) DeletePhone(ctx context.Context, tenantID, id string, now time.Time) error {
 	return db.Write(ctx, func(tx *Tx) error {
 		var n int
@@ -258,16 +260,21 @@ func (db *DB) DeletePhone(ctx context.Context, tenantID, id string, now time.Tim
 			return sb.ErrNotFound
 		}
 		var link sql.NullString
-		if err := tx.queryRow(ctx, `SELECT link FROM phones WHERE tenant_id = ? AND id = ?`, tenantID, id).Scan(&link); err != nil {
+		var number string
+		if err := tx.queryRow(ctx, `SELECT link, number FROM phones WHERE tenant_id = ? AND id = ?`, tenantID, id).Scan(&link, &number); err != nil {
 			return err
 		}
-		if link.Valid {
-			// A carrier phone's queued messages cannot go out from its
-			// number any more: they fail, saying why. Those the carrier has
-			// already are finished by their receipts.
-			if err := tx.failQueuedOfPhone(ctx, id, "the carrier phone this message was to go out from was deleted before it went out", now); err != nil {
-				return err
-			}
+		// A carrier phone's queued messages cannot go out from its number
+		// any more: they fail, saying why. Those the carrier has already
+		// are finished by their receipts. Of a device's queue, those whose
+		// sender named this phone fail; those a device holds may have been
+		// sent, and wait for their outcome (see SweepDeviceMessages).
+		only, reason := "", "the carrier phone this message was to go out from was deleted before it went out"
+		if !link.Valid {
+			only, reason = ` AND from_pinned = 1 AND device_due IS NOT NULL AND device_id IS NULL`, sb.SenderDeletedReason(number, id)
+		}
+		if err := tx.failQueuedOfPhone(ctx, id, only, reason, now); err != nil {
+			return err
 		}
 		if _, err := tx.exec(ctx, `DELETE FROM phones WHERE tenant_id = ? AND id = ?`, tenantID, id); err != nil {
 			return err
@@ -283,9 +290,10 @@ func (db *DB) DeletePhone(ctx context.Context, tenantID, id string, now time.Tim
 	})
 }
 
-// failQueuedOfPhone fails the queued messages of a phone with reason.
-func (t *Tx) failQueuedOfPhone(ctx context.Context, phoneID, reason string, now time.Time) error {
-	rows, err := t.query(ctx, `SELECT id FROM messages WHERE phone_id = ? AND status = 'queued' AND direction = 'outbound'`, phoneID)
+// failQueuedOfPhone fails the queued messages of a phone, those of them
+// that match the condition only when it is set, with reason.
+func (t *Tx) failQueuedOfPhone(ctx context.Context, phoneID, only, reason string, now time.Time) error {
+	rows, err := t.query(ctx, `SELECT id FROM messages WHERE phone_id = ? AND status = 'queued' AND direction = 'outbound'`+only, phoneID)
 	if err != nil {
 		return err
 	}
