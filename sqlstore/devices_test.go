@@ -297,18 +297,42 @@ func TestDevicePinnedPhoneDeleted(t *testing.T) {
 			t.Errorf("b was handed %v after a was deleted", ids)
 		}
 
-		// Left waiting by an earlier version: the phone's row went and
-		// the message stayed, due every reroutePause.
-		c, _ := f.phone("+15551260003", deleted)
-		left := f.sendFrom(c.Number, deleted)
-		if _, err := f.db.exec(bg, `DELETE FROM phones WHERE id = ?`, c.ID); err != nil {
+		// A message whose sender named no phone does not fail with its
+		// phone: it waits for another (b is offline now).
+		t3 := deleted.Add(3 * time.Minute)
+		c, _ := f.phone("+15551260003", t3)
+		free, pinned := f.send(t3), f.sendFrom(c.Number, t3)
+		if m := f.message(free); m.PhoneID != c.ID {
+			t.Fatalf("sent from %s, want c", m.PhoneID)
+		}
+		if err := f.db.DeletePhone(bg, f.tenant.ID, c.ID, t3); err != nil {
 			t.Fatal(err)
 		}
-		if sw := f.sweep(deleted.Add(time.Second)); sw != (sb.DeviceSweep{Considered: 1, SenderDeleted: 1}) {
-			t.Fatalf("sweep of a message whose named phone is gone: %+v, want one failed", sw)
+		if m := f.message(pinned); m.Status != sb.StatusFailed {
+			t.Errorf("a message that named c, after c was deleted: %s", m.Status)
 		}
-		if m := f.message(left); m.Status != sb.StatusFailed || m.FailureReason != sb.SenderDeletedReason(c.Number, c.ID) {
+		if m := f.message(free); m.Status != sb.StatusQueued || f.emitted(free) != "" {
+			t.Errorf("a message that named no phone, after its phone was deleted: %s, events %q; want queued", m.Status, f.emitted(free))
+		}
+
+		// Left waiting by an earlier version, which let such a message
+		// wait when its phone was deleted.
+		d, _ := f.phone("+15551260004", t3)
+		left := f.send(t3)
+		if err := f.db.DeletePhone(bg, f.tenant.ID, d.ID, t3); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.db.exec(bg, `UPDATE messages SET from_pinned = 1 WHERE id = ?`, left); err != nil {
+			t.Fatal(err)
+		}
+		if sw := f.sweep(t3.Add(time.Second)); sw != (sb.DeviceSweep{Considered: 2, SenderDeleted: 1}) {
+			t.Fatalf("sweep of a message whose named phone is gone, and of one waiting for any phone: %+v, want one failed", sw)
+		}
+		if m := f.message(left); m.Status != sb.StatusFailed || m.FailureReason != sb.SenderDeletedReason(d.Number, d.ID) {
 			t.Fatalf("a message whose named phone is gone, after the sweep: %s %q", m.Status, m.FailureReason)
+		}
+		if m := f.message(free); m.Status != sb.StatusQueued {
+			t.Errorf("a message that named no phone, with no phone online: %s", m.Status)
 		}
 		if got := f.emitted(left); got != sb.EventFailed {
 			t.Errorf("events: %q, want %s", got, sb.EventFailed)
