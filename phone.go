@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"math"
 	"time"
 )
 
@@ -12,6 +13,10 @@ import (
 const (
 	PhoneOnline  = "online"
 	PhoneOffline = "offline"
+	// PhoneQuarantined is a phone taken out of rotation because its own
+	// reports say its sends fail (QuarantinePolicy); it stays so until the
+	// tenant sets it back online.
+	PhoneQuarantined = "quarantined"
 
 	ChannelSMS  = "sms"
 	ChannelChat = "chat"
@@ -72,6 +77,16 @@ type Phone struct {
 	// SentToday is read with the phone: the messages counted against its
 	// daily limit today (UTC), in the reader's environment.
 	SentToday int64
+	// Health is what the phone's app last said of itself in its ping (nil
+	// before its first).
+	Health *Health
+	// Quarantine says when and why the phone was quarantined, while its
+	// Status is PhoneQuarantined.
+	Quarantine *Quarantine
+	// QuarantinePolicy is the phone's own rule, zero for the default.
+	QuarantinePolicy QuarantinePolicy
+	// Warmup ramps the phone's daily limit up from its first day, or nil.
+	Warmup *Warmup
 }
 
 // DeviceCredentials are what pairing gives a device: the token of its
@@ -87,6 +102,12 @@ type DeviceCredentials struct {
 type PhonePatch struct {
 	DailyLimit *int
 	RateLimit  *int
+	// Status, when set, is PhoneOnline: a quarantined phone back in
+	// rotation (its quarantine and its recent reports forgotten).
+	Status *string
+	// Warmup, when set, starts a warm-up (a zero Warmup ends one).
+	Warmup           *Warmup
+	QuarantinePolicy *QuarantinePolicy
 }
 
 // Device is the Android phone paired with a Phone.
@@ -182,9 +203,13 @@ func (r Routing) Online(p *Phone, now time.Time) bool {
 // offline at now (see Online).
 func (r Routing) SeenCutoff(now time.Time) time.Time { return now.Add(-r.offlineAfter()) }
 
-// Status is the status a phone shows at now: online or offline.
+// Status is the status a phone shows at now: online, offline, or
+// quarantined.
 func (r Routing) Status(p *Phone, now time.Time) string {
-	if r.Online(p, now) {
+	switch {
+	case p.Status == PhoneQuarantined:
+		return PhoneQuarantined
+	case r.Online(p, now):
 		return PhoneOnline
 	}
 	return PhoneOffline
@@ -201,7 +226,8 @@ type PhoneUse struct {
 // at now.
 func (r Routing) Usable(u PhoneUse, channel string, now time.Time) bool {
 	p := u.Phone
-	return r.Online(p, now) && p.HasChannel(channel) && (p.DailyLimit <= 0 || u.Used < int64(p.DailyLimit))
+	limit := p.LimitOn(now)
+	return r.Online(p, now) && p.HasChannel(channel) && (limit <= 0 || u.Used < int64(limit))
 }
 
 // Pick chooses the phone a message goes out from among phones (each with
@@ -249,7 +275,9 @@ const PhoneBackAfter = time.Minute
 // if one is offline but may come back by itself; the shorter of the two
 // when both. It returns false when waiting does not help: no phone sends
 // on channel (or none is from), or each one that does was switched off by
-// the operator or never paired with a device.
+// the operator, quarantined (only the tenant brings it back), or never
+// paired with a device. A phone at its warm-up's limit waits for the next
+// day like one at its daily limit.
 func (r Routing) NoPhoneWait(phones []PhoneUse, channel, from string, now time.Time) (time.Duration, bool) {
 	now = now.UTC()
 	nextDay := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC).Sub(now)
@@ -262,8 +290,8 @@ func (r Routing) NoPhoneWait(phones []PhoneUse, channel, from string, now time.T
 		}
 		var w time.Duration
 		switch {
-		case p.DailyLimit > 0 && u.Used >= int64(p.DailyLimit):
-			w = nextDay
+		case p.LimitOn(now) > 0 && u.Used >= int64(p.LimitOn(now)):
+			w = nextDay // a warm-up's limit grows tomorrow too
 		case p.Kind == PhoneAndroid && p.Device == nil:
 			continue // not paired: a person has to pair it first
 		default:
@@ -488,4 +516,222 @@ func HashPairingCode(key []byte, code string) string {
 func HashSecret(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// The fleet's rules (docs/phones.md): a phone's health from its pings,
+// quarantine from its own failure reports, and the warm-up of a new SIM.
+
+// Health is what a phone's app says of itself in its system:ping.
+type Health struct {
+	// BatteryLevel is in percent, -1 when the app did not say.
+	BatteryLevel int
+	Charging     bool
+	// Network is "wifi", "cellular", "ethernet", or "none" when the phone
+	// has no internet connection ("unknown" when it cannot tell).
+	Network string
+	// FailedLastHour is how many messages failed on the phone in the last
+	// hour, by its own count.
+	FailedLastHour int
+	ReportedAt     time.Time
+}
+
+// Network kinds of Health.Network.
+const (
+	NetworkNone     = "none"
+	NetworkWiFi     = "wifi"
+	NetworkCellular = "cellular"
+	NetworkEthernet = "ethernet"
+	NetworkUnknown  = "unknown"
+)
+
+// Kinds of trouble a phone's health shows (PhoneTrouble).
+const (
+	TroubleLowBattery = "low_battery" // under LowBattery percent, not charging
+	TroubleNoNetwork  = "no_network"  // the app says it has no internet connection
+	TroublePingLate   = "ping_late"   // no ping for three ping intervals
+)
+
+// LowBattery is the battery level, in percent, under which a phone that is
+// not charging is in trouble.
+const LowBattery = 15
+
+// DefaultPingInterval is how often a phone's app pings (its ping setting,
+// which GET /settings gives it).
+const DefaultPingInterval = time.Minute
+
+// PhoneTrouble returns what is wrong with a paired android phone at now by
+// its health, pinging every interval: a battery under LowBattery percent
+// that is not charging, no network, or a last ping older than three
+// intervals (or none since it was paired that long ago). Nil when nothing
+// is, and for phones that do not ping.
+func PhoneTrouble(p *Phone, interval time.Duration, now time.Time) []string {
+	if p.Kind != PhoneAndroid || p.Device == nil {
+		return nil
+	}
+	if interval <= 0 {
+		interval = DefaultPingInterval
+	}
+	var out []string
+	h := p.Health
+	if h != nil && h.BatteryLevel >= 0 && h.BatteryLevel < LowBattery && !h.Charging {
+		out = append(out, TroubleLowBattery)
+	}
+	if h != nil && h.Network == NetworkNone {
+		out = append(out, TroubleNoNetwork)
+	}
+	last := p.Device.PairedAt
+	if h != nil && h.ReportedAt.After(last) {
+		last = h.ReportedAt
+	}
+	if now.Sub(last) > 3*interval {
+		out = append(out, TroublePingLate)
+	}
+	return out
+}
+
+// QuarantinePolicy is when a phone is quarantined: Failed of its last Of
+// reported outcomes, within QuarantineWindow, were failures.
+type QuarantinePolicy struct {
+	Failed, Of int
+}
+
+// DefaultQuarantine is the policy of a phone that sets none: 5 of 10.
+var DefaultQuarantine = QuarantinePolicy{Failed: 5, Of: 10}
+
+// QuarantineWindow is how far back a phone's outcomes count.
+const QuarantineWindow = time.Hour
+
+// MaxQuarantineOf bounds QuarantinePolicy.Of.
+const MaxQuarantineOf = 100
+
+// OrDefault is q, or DefaultQuarantine when q is zero.
+func (q QuarantinePolicy) OrDefault() QuarantinePolicy {
+	if q.Of <= 0 || q.Failed <= 0 {
+		return DefaultQuarantine
+	}
+	return q
+}
+
+// SendOutcome is the outcome of a message as its phone reported it, for
+// quarantine: sent (or delivered), or failed with Reason.
+type SendOutcome struct {
+	At     time.Time `json:"at"`
+	Failed bool      `json:"failed,omitempty"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// CountsForQuarantine reports whether a device's report rep, on a message
+// whose last reported state was prev, is an outcome for quarantine, and
+// which: the first Sent or Delivered of a message is a success; Failed is
+// a failure, except "TTL expired" (the message waited too long, which
+// says nothing of the SIM).
+func CountsForQuarantine(rep DeviceReport, prev string) (SendOutcome, bool) {
+	switch {
+	case rep.State == DeviceFailed && rep.Error != DeviceTTLExpired:
+		return SendOutcome{Failed: true, Reason: rep.Error}, true
+	case (rep.State == DeviceSent || rep.State == DeviceDelivered) && DeviceStateRank(prev) < DeviceStateRank(DeviceSent):
+		return SendOutcome{}, true
+	}
+	return SendOutcome{}, false
+}
+
+// Quarantine is why a phone was quarantined.
+type Quarantine struct {
+	At      time.Time
+	Reasons []string
+}
+
+// Recent keeps, of outcomes (oldest first), the last q.Of within
+// QuarantineWindow of now.
+func (q QuarantinePolicy) Recent(outcomes []SendOutcome, now time.Time) []SendOutcome {
+	q = q.OrDefault()
+	cut := now.Add(-QuarantineWindow)
+	i := 0
+	for i < len(outcomes) && !outcomes[i].At.After(cut) {
+		i++
+	}
+	outcomes = outcomes[i:]
+	if len(outcomes) > q.Of {
+		outcomes = outcomes[len(outcomes)-q.Of:]
+	}
+	return outcomes
+}
+
+// Trips returns the quarantine that recent (the phone's outcomes, oldest
+// first, as Recent keeps them) calls for at now, or nil: at least q.Failed
+// of them are failures. Its reasons are the distinct failure reasons, most
+// recent first.
+func (q QuarantinePolicy) Trips(recent []SendOutcome, now time.Time) *Quarantine {
+	q = q.OrDefault()
+	recent = q.Recent(recent, now)
+	failed := 0
+	for _, o := range recent {
+		if o.Failed {
+			failed++
+		}
+	}
+	if failed < q.Failed {
+		return nil
+	}
+	qu := &Quarantine{At: now}
+	seen := map[string]bool{}
+	for i := len(recent) - 1; i >= 0; i-- {
+		o := recent[i]
+		r := o.Reason
+		if r == "" {
+			r = "the phone reported the message as failed"
+		}
+		if o.Failed && !seen[r] {
+			seen[r] = true
+			qu.Reasons = append(qu.Reasons, r)
+		}
+	}
+	return qu
+}
+
+// Warmup ramps a new SIM's daily limit up: Start messages on its first day
+// (the UTC day of From), growing geometrically to the phone's daily limit
+// on day Days.
+type Warmup struct {
+	Start, Days int
+	From        time.Time
+}
+
+// MaxWarmupDays bounds Warmup.Days.
+const MaxWarmupDays = 365
+
+// Day is the day of the warm-up at now, 1 on its first.
+func (w *Warmup) Day(now time.Time) int {
+	from := w.From.UTC()
+	now = now.UTC()
+	start := time.Date(from.Year(), from.Month(), from.Day(), 0, 0, 0, 0, time.UTC)
+	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+	if today.Before(start) {
+		return 1
+	}
+	return int(today.Sub(start)/(24*time.Hour)) + 1
+}
+
+// Limit is the limit the warm-up allows at now toward the daily limit
+// limit (> 0): Start on day 1, Start*(limit/Start)^((d-1)/(Days-1)) on day
+// d, rounded down, and limit from day Days on.
+func (w *Warmup) Limit(limit int, now time.Time) int {
+	d := w.Day(now)
+	if d >= w.Days || w.Start >= limit {
+		return limit
+	}
+	if d <= 1 {
+		return w.Start
+	}
+	v := float64(w.Start) * math.Pow(float64(limit)/float64(w.Start), float64(d-1)/float64(w.Days-1))
+	return min(limit, max(w.Start, int(math.Floor(v+1e-9))))
+}
+
+// LimitOn is the phone's effective daily limit at now: its daily limit,
+// or what its warm-up allows of it that day; 0 means none.
+func (p *Phone) LimitOn(now time.Time) int {
+	if p.DailyLimit <= 0 || p.Warmup == nil {
+		return p.DailyLimit
+	}
+	return p.Warmup.Limit(p.DailyLimit, now)
 }

@@ -1,6 +1,7 @@
 package switchboard
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -255,5 +256,146 @@ func TestNoPhoneWait(t *testing.T) {
 	late := time.Date(2026, 11, 23, 23, 59, 59, 500_000_000, time.UTC)
 	if got, _ := r.NoPhoneWait(uses(PhoneUse{full, 5}), ChannelSMS, "", late); got != 500*time.Millisecond {
 		t.Errorf("half a second before midnight: %v", got)
+	}
+}
+
+func TestWarmupLimit(t *testing.T) {
+	from := time.Date(2026, 11, 1, 18, 0, 0, 0, time.UTC)
+	w := &Warmup{Start: 50, Days: 14, From: from}
+	p := &Phone{DailyLimit: 1000, Warmup: w}
+	// The first day is the UTC day of From, to its end.
+	if got := p.LimitOn(from.Add(5 * time.Hour)); got != 50 {
+		t.Errorf("day 1 late evening: %d, want 50", got)
+	}
+	if got := p.LimitOn(time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)); got == 50 {
+		t.Errorf("day 2 at midnight is still 50")
+	}
+	at := func(d int) time.Time { return time.Date(2026, 11, d, 12, 0, 0, 0, time.UTC) }
+	prev := 0
+	for d := 1; d <= 16; d++ {
+		got := p.LimitOn(at(d))
+		want := int(math.Floor(50*math.Pow(20, float64(d-1)/13) + 1e-9))
+		if d >= 14 {
+			want = 1000
+		}
+		if got != want || got < prev {
+			t.Errorf("day %d: limit %d, want %d (after %d)", d, got, want, prev)
+		}
+		prev = got
+	}
+	if p.LimitOn(at(1)) != 50 || p.LimitOn(at(14)) != 1000 {
+		t.Errorf("day 1 %d, day 14 %d", p.LimitOn(at(1)), p.LimitOn(at(14)))
+	}
+	// Day 1 of 50/14 refuses the 51st.
+	r := Routing{}
+	now := at(1)
+	p.Kind, p.Status, p.Channels = PhoneSimulated, PhoneOnline, []string{ChannelSMS}
+	if !r.Usable(PhoneUse{p, 49}, ChannelSMS, now) || r.Usable(PhoneUse{p, 50}, ChannelSMS, now) {
+		t.Errorf("day 1: usable at 49 %v, at 50 %v", r.Usable(PhoneUse{p, 49}, ChannelSMS, now), r.Usable(PhoneUse{p, 50}, ChannelSMS, now))
+	}
+	if w, ok := r.NoPhoneWait([]PhoneUse{{p, 50}}, ChannelSMS, "", now); !ok || w != 12*time.Hour {
+		t.Errorf("NoPhoneWait at the warm-up's limit: %v %v, want the next day", w, ok)
+	}
+	// No daily limit, or no warm-up: the daily limit.
+	if (&Phone{DailyLimit: 0, Warmup: w}).LimitOn(now) != 0 || (&Phone{DailyLimit: 7}).LimitOn(now) != 7 {
+		t.Error("LimitOn without a limit or a warm-up")
+	}
+	if (&Phone{DailyLimit: 30, Warmup: w}).LimitOn(now) != 30 {
+		t.Error("a start above the daily limit gives the daily limit")
+	}
+}
+
+func TestQuarantinePolicy(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	outcomes := func(failed, ok int, age time.Duration) []SendOutcome {
+		var out []SendOutcome
+		for i := 0; i < ok; i++ {
+			out = append(out, SendOutcome{At: now.Add(-age)})
+		}
+		for i := 0; i < failed; i++ {
+			out = append(out, SendOutcome{At: now.Add(-age), Failed: true, Reason: "RESULT_ERROR_GENERIC_FAILURE"})
+		}
+		return out
+	}
+	var q QuarantinePolicy // the default: 5 of 10
+	if got := q.Trips(outcomes(5, 5, time.Minute), now); got == nil || len(got.Reasons) != 1 || got.Reasons[0] != "RESULT_ERROR_GENERIC_FAILURE" {
+		t.Errorf("5 of 10: %+v, want quarantined with the reason", got)
+	}
+	if got := q.Trips(outcomes(4, 6, time.Minute), now); got != nil {
+		t.Errorf("4 of 10: %+v, want not quarantined", got)
+	}
+	// Only the last 10 count: 5 failures followed by 10 successes is not.
+	if got := q.Trips(append(outcomes(5, 0, 2*time.Minute), outcomes(0, 10, time.Minute)...), now); got != nil {
+		t.Errorf("5 failures then 10 sent: %+v", got)
+	}
+	// Only the last hour counts.
+	if got := q.Trips(outcomes(5, 0, 61*time.Minute), now); got != nil {
+		t.Errorf("5 failures over an hour ago: %+v", got)
+	}
+	// A policy of the phone's own.
+	if got := (QuarantinePolicy{Failed: 2, Of: 3}).Trips(outcomes(2, 1, time.Minute), now); got == nil {
+		t.Error("2 of 3 with a policy of 2 of 3: not quarantined")
+	}
+	if len(q.Recent(outcomes(3, 20, time.Minute), now)) != 10 {
+		t.Error("Recent keeps the last 10")
+	}
+	// What counts: Failed but TTL expired; the first Sent or Delivered.
+	for _, tt := range []struct {
+		rep          DeviceReport
+		prev         string
+		counts, fail bool
+	}{
+		{DeviceReport{State: DeviceFailed, Error: "x"}, DeviceProcessed, true, true},
+		{DeviceReport{State: DeviceFailed, Error: DeviceTTLExpired}, "", false, false},
+		{DeviceReport{State: DeviceSent}, DeviceProcessed, true, false},
+		{DeviceReport{State: DeviceDelivered}, DeviceSent, false, false},
+		{DeviceReport{State: DeviceDelivered}, DeviceProcessed, true, false},
+		{DeviceReport{State: DeviceProcessed}, "", false, false},
+	} {
+		o, ok := CountsForQuarantine(tt.rep, tt.prev)
+		if ok != tt.counts || o.Failed != tt.fail {
+			t.Errorf("%+v after %q: counts %v failed %v", tt.rep, tt.prev, ok, o.Failed)
+		}
+	}
+}
+
+func TestPhoneTrouble(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	p := func(h *Health) *Phone {
+		return &Phone{Kind: PhoneAndroid, Device: &Device{PairedAt: now.Add(-time.Hour)}, Health: h}
+	}
+	fresh := now.Add(-30 * time.Second)
+	for _, tt := range []struct {
+		name string
+		h    *Health
+		want string
+	}{
+		{"healthy", &Health{BatteryLevel: 80, Network: NetworkWiFi, ReportedAt: fresh}, ""},
+		{"low battery", &Health{BatteryLevel: 14, Network: NetworkWiFi, ReportedAt: fresh}, TroubleLowBattery},
+		{"15% is not low", &Health{BatteryLevel: 15, Network: NetworkWiFi, ReportedAt: fresh}, ""},
+		{"low but charging", &Health{BatteryLevel: 5, Charging: true, Network: NetworkWiFi, ReportedAt: fresh}, ""},
+		{"no network", &Health{BatteryLevel: 80, Network: NetworkNone, ReportedAt: fresh}, TroubleNoNetwork},
+		{"ping three intervals old", &Health{BatteryLevel: 80, Network: NetworkWiFi, ReportedAt: now.Add(-3 * time.Minute)}, ""},
+		{"ping older than three intervals", &Health{BatteryLevel: 80, Network: NetworkWiFi, ReportedAt: now.Add(-3*time.Minute - time.Second)}, TroublePingLate},
+		{"never pinged", nil, TroublePingLate},
+	} {
+		if got := strings.Join(PhoneTrouble(p(tt.h), time.Minute, now), ","); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+	if PhoneTrouble(&Phone{Kind: PhoneSimulated}, time.Minute, now) != nil {
+		t.Error("a simulated phone is never in trouble")
+	}
+}
+
+func TestQuarantinedPhoneTakesNothing(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	q := &Phone{ID: "q", Kind: PhoneSimulated, Status: PhoneQuarantined, Channels: []string{ChannelSMS}}
+	r := Routing{}
+	if r.Pick([]PhoneUse{{q, 0}}, ChannelSMS, "", "", "", now) != nil || r.Status(q, now) != PhoneQuarantined {
+		t.Error("a quarantined phone was picked, or shows another status")
+	}
+	if _, ok := r.NoPhoneWait([]PhoneUse{{q, 0}}, ChannelSMS, "", now); ok {
+		t.Error("NoPhoneWait waits for a quarantined phone, which only the tenant brings back")
 	}
 }
