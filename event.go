@@ -10,10 +10,38 @@ const (
 	EventDelivered = "message.delivered"
 	EventFailed    = "message.failed"
 	EventReceived  = "message.received"
+
+	// Phone events (docs/phones.md) say what became of a live sending
+	// phone.
+	EventPhoneOffline     = "phone.offline"
+	EventPhoneOnline      = "phone.online"
+	EventPhoneQuarantined = "phone.quarantined"
 )
 
 // EventTypes lists every event type.
-var EventTypes = []string{EventDelivered, EventFailed, EventReceived}
+var EventTypes = []string{EventDelivered, EventFailed, EventReceived, EventPhoneOffline, EventPhoneOnline, EventPhoneQuarantined}
+
+// IsPhoneEvent reports whether event is about a phone, not a message.
+func IsPhoneEvent(event string) bool {
+	return event == EventPhoneOffline || event == EventPhoneOnline || event == EventPhoneQuarantined
+}
+
+// PhoneEvent is a phone event's JSON body (docs/webhooks.md), without its
+// timestamp.
+type PhoneEvent struct {
+	Event     string `json:"event"`
+	PhoneID   string `json:"phone_id"`
+	Number    string `json:"number"`
+	Timestamp string `json:"timestamp"`
+	Reason    string `json:"reason"`
+}
+
+// NewPhoneEventPayload returns the exact bytes of the phone event ev at t.
+func NewPhoneEventPayload(ev PhoneEvent, t time.Time) []byte {
+	ev.Timestamp = t.UTC().Format("2006-01-02T15:04:05.000000Z")
+	b, _ := json.Marshal(ev)
+	return b
+}
 
 // EventPayload is the JSON body of a webhook delivery (docs/webhooks.md).
 type EventPayload struct {

@@ -1,6 +1,7 @@
 package switchboard
 
 import (
+	"cmp"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -220,13 +221,17 @@ func (r Routing) Status(p *Phone, now time.Time) string {
 type PhoneUse struct {
 	Phone *Phone
 	Used  int64
+	// Day, when set, is a time on the day in question, when that is not
+	// the day of the routing's now (a campaign placing a message on a later
+	// day): the day whose warm-up limit applies.
+	Day time.Time
 }
 
 // Usable reports whether u's phone can take one more message on channel
 // at now.
 func (r Routing) Usable(u PhoneUse, channel string, now time.Time) bool {
 	p := u.Phone
-	limit := p.LimitOn(now)
+	limit := p.LimitOn(cmp.Or(u.Day, now))
 	return r.Online(p, now) && p.HasChannel(channel) && (limit <= 0 || u.Used < int64(limit))
 }
 

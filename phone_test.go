@@ -25,7 +25,7 @@ func TestRoutingPick(t *testing.T) {
 	d := phone("4", PhoneAndroid, 5, &seen, ChannelSMS)  // at its limit
 	off := phone("5", PhoneSimulated, 0, nil, ChannelSMS)
 	off.Status = PhoneOffline
-	phones := []PhoneUse{{a, 7}, {b, 3}, {c, 0}, {d, 5}, {off, 0}}
+	phones := []PhoneUse{{Phone: a, Used: 7}, {Phone: b, Used: 3}, {Phone: c, Used: 0}, {Phone: d, Used: 5}, {Phone: off, Used: 0}}
 	r := Routing{OfflineAfter: 2 * time.Minute}
 	id := func(u *PhoneUse) string {
 		if u == nil {
@@ -63,7 +63,7 @@ func TestRoutingPick(t *testing.T) {
 		t.Errorf("seen 3 minutes ago is online with OfflineAfter 5m")
 	}
 	// On a tie the first phone wins.
-	if got := id(r.Pick([]PhoneUse{{b, 1}, {a, 1}}, ChannelSMS, "", "", "", now)); got != "2" {
+	if got := id(r.Pick([]PhoneUse{{Phone: b, Used: 1}, {Phone: a, Used: 1}}, ChannelSMS, "", "", "", now)); got != "2" {
 		t.Errorf("tie: %q, want the first", got)
 	}
 }
@@ -235,17 +235,17 @@ func TestNoPhoneWait(t *testing.T) {
 		channel, from string
 		want          time.Duration // 0: no wait helps
 	}{
-		{"at its limit: the next UTC day", uses(PhoneUse{full, 5}), ChannelSMS, "", toMidnight},
-		{"offline: a minute", uses(PhoneUse{quiet, 0}), ChannelSMS, "", PhoneBackAfter},
-		{"both: the shorter", uses(PhoneUse{full, 5}, PhoneUse{quiet, 0}), ChannelSMS, "", PhoneBackAfter},
-		{"offline at its limit: the next day", uses(PhoneUse{quietFull, 2}), ChannelSMS, "", toMidnight},
-		{"from: only that phone", uses(PhoneUse{full, 5}, PhoneUse{quiet, 0}), ChannelSMS, full.Number, toMidnight},
-		{"from: a number not a phone", uses(PhoneUse{quiet, 0}), ChannelSMS, "+15559999999", 0},
+		{"at its limit: the next UTC day", uses(PhoneUse{Phone: full, Used: 5}), ChannelSMS, "", toMidnight},
+		{"offline: a minute", uses(PhoneUse{Phone: quiet, Used: 0}), ChannelSMS, "", PhoneBackAfter},
+		{"both: the shorter", uses(PhoneUse{Phone: full, Used: 5}, PhoneUse{Phone: quiet, Used: 0}), ChannelSMS, "", PhoneBackAfter},
+		{"offline at its limit: the next day", uses(PhoneUse{Phone: quietFull, Used: 2}), ChannelSMS, "", toMidnight},
+		{"from: only that phone", uses(PhoneUse{Phone: full, Used: 5}, PhoneUse{Phone: quiet, Used: 0}), ChannelSMS, full.Number, toMidnight},
+		{"from: a number not a phone", uses(PhoneUse{Phone: quiet, Used: 0}), ChannelSMS, "+15559999999", 0},
 		{"no phone", nil, ChannelSMS, "", 0},
-		{"unpaired", uses(PhoneUse{unpaired, 0}), ChannelSMS, "", 0},
-		{"switched off by the operator", uses(PhoneUse{switchedOff, 0}), ChannelSMS, "", 0},
-		{"none sends the channel", uses(PhoneUse{chatFull, 3}, PhoneUse{quiet, 0}), ChannelChat, "", toMidnight},
-		{"none sends sms but a chat one", uses(PhoneUse{chatFull, 3}), ChannelSMS, "", 0},
+		{"unpaired", uses(PhoneUse{Phone: unpaired, Used: 0}), ChannelSMS, "", 0},
+		{"switched off by the operator", uses(PhoneUse{Phone: switchedOff, Used: 0}), ChannelSMS, "", 0},
+		{"none sends the channel", uses(PhoneUse{Phone: chatFull, Used: 3}, PhoneUse{Phone: quiet, Used: 0}), ChannelChat, "", toMidnight},
+		{"none sends sms but a chat one", uses(PhoneUse{Phone: chatFull, Used: 3}), ChannelSMS, "", 0},
 	} {
 		got, ok := r.NoPhoneWait(c.phones, c.channel, c.from, now)
 		if ok != (c.want > 0) || got != c.want {
@@ -254,7 +254,7 @@ func TestNoPhoneWait(t *testing.T) {
 	}
 	// Just before midnight: the wait is what is left of the day.
 	late := time.Date(2026, 11, 23, 23, 59, 59, 500_000_000, time.UTC)
-	if got, _ := r.NoPhoneWait(uses(PhoneUse{full, 5}), ChannelSMS, "", late); got != 500*time.Millisecond {
+	if got, _ := r.NoPhoneWait(uses(PhoneUse{Phone: full, Used: 5}), ChannelSMS, "", late); got != 500*time.Millisecond {
 		t.Errorf("half a second before midnight: %v", got)
 	}
 }
@@ -290,10 +290,10 @@ func TestWarmupLimit(t *testing.T) {
 	r := Routing{}
 	now := at(1)
 	p.Kind, p.Status, p.Channels = PhoneSimulated, PhoneOnline, []string{ChannelSMS}
-	if !r.Usable(PhoneUse{p, 49}, ChannelSMS, now) || r.Usable(PhoneUse{p, 50}, ChannelSMS, now) {
-		t.Errorf("day 1: usable at 49 %v, at 50 %v", r.Usable(PhoneUse{p, 49}, ChannelSMS, now), r.Usable(PhoneUse{p, 50}, ChannelSMS, now))
+	if !r.Usable(PhoneUse{Phone: p, Used: 49}, ChannelSMS, now) || r.Usable(PhoneUse{Phone: p, Used: 50}, ChannelSMS, now) {
+		t.Errorf("day 1: usable at 49 %v, at 50 %v", r.Usable(PhoneUse{Phone: p, Used: 49}, ChannelSMS, now), r.Usable(PhoneUse{Phone: p, Used: 50}, ChannelSMS, now))
 	}
-	if w, ok := r.NoPhoneWait([]PhoneUse{{p, 50}}, ChannelSMS, "", now); !ok || w != 12*time.Hour {
+	if w, ok := r.NoPhoneWait([]PhoneUse{{Phone: p, Used: 50}}, ChannelSMS, "", now); !ok || w != 12*time.Hour {
 		t.Errorf("NoPhoneWait at the warm-up's limit: %v %v, want the next day", w, ok)
 	}
 	// No daily limit, or no warm-up: the daily limit.
@@ -392,10 +392,10 @@ func TestQuarantinedPhoneTakesNothing(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	q := &Phone{ID: "q", Kind: PhoneSimulated, Status: PhoneQuarantined, Channels: []string{ChannelSMS}}
 	r := Routing{}
-	if r.Pick([]PhoneUse{{q, 0}}, ChannelSMS, "", "", "", now) != nil || r.Status(q, now) != PhoneQuarantined {
+	if r.Pick([]PhoneUse{{Phone: q, Used: 0}}, ChannelSMS, "", "", "", now) != nil || r.Status(q, now) != PhoneQuarantined {
 		t.Error("a quarantined phone was picked, or shows another status")
 	}
-	if _, ok := r.NoPhoneWait([]PhoneUse{{q, 0}}, ChannelSMS, "", now); ok {
+	if _, ok := r.NoPhoneWait([]PhoneUse{{Phone: q, Used: 0}}, ChannelSMS, "", now); ok {
 		t.Error("NoPhoneWait waits for a quarantined phone, which only the tenant brings back")
 	}
 }

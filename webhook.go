@@ -122,7 +122,8 @@ type Delivery struct {
 	TenantID      string
 	Env           Environment
 	Event         string
-	MessageID     string
+	MessageID     string // empty for a phone event
+	PhoneID       string // the phone of a phone event
 	Payload       []byte
 	Status        string
 	Attempts      int

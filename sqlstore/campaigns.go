@@ -746,19 +746,20 @@ func (p *placer) place(ctx context.Context, m *sb.Message) (day int, ok bool, er
 					continue
 				}
 				capable = true
-				if ph.DailyLimit == 0 || use[ph.ID] < int64(ph.DailyLimit) {
-					usable = append(usable, sb.PhoneUse{Phone: ph, Used: use[ph.ID]})
+				if lim := ph.LimitOn(p.today.AddDate(0, 0, d)); lim == 0 || use[ph.ID] < int64(lim) {
+					usable = append(usable, sb.PhoneUse{Phone: ph, Used: use[ph.ID], Day: p.today.AddDate(0, 0, d)})
 				}
 			}
 			if len(usable) == 0 {
 				break
 			}
 			ph := p.tx.db.routing.Pick(usable, m.Channel, "", rcp.phoneID, "", p.now).Phone
-			if ph.DailyLimit == 0 {
+			lim := ph.LimitOn(p.today.AddDate(0, 0, d)) // the daily limit, or its warm-up's that day
+			if lim == 0 {
 				chosen = ph
 				break
 			}
-			ok, err := p.tx.take(ctx, counterKey{p.tenantID, p.env, phoneCounter(ph.ID), p.day(d)}, ph.DailyLimit)
+			ok, err := p.tx.take(ctx, counterKey{p.tenantID, p.env, phoneCounter(ph.ID), p.day(d)}, lim)
 			if err != nil {
 				return 0, false, err
 			}

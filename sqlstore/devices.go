@@ -3,7 +3,10 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
+	"log/slog"
+	"strings"
 	"time"
 
 	sb "github.com/switchboard/switchboard"
@@ -149,8 +152,13 @@ func (db *DB) DeviceWorkWaiting(ctx context.Context, phoneID, deviceID string, n
 // event. A report that proves the message unsent (sb.ProvesUnsent) moves it
 // to another phone instead of failing it, or fails it when no other phone
 // can take it (this device would report the same again).
+//
+// The reports that are outcomes for quarantine (sb.CountsForQuarantine) are
+// added to the phone's recent outcomes, and a phone in rotation whose
+// policy they trip is quarantined (phone.quarantined).
 func (db *DB) ReportDeviceStates(ctx context.Context, phoneID, deviceID string, reports []sb.DeviceReport, now time.Time) error {
 	return db.Write(ctx, func(tx *Tx) error {
+		var outcomes []sb.SendOutcome
 		for _, r := range reports {
 			rank := sb.DeviceStateRank(r.State)
 			if rank == 0 {
@@ -172,6 +180,10 @@ func (db *DB) ReportDeviceStates(ctx context.Context, phoneID, deviceID string, 
 			}
 			floor := sb.FromMicros(created)
 			at := sb.DeviceTime(r.At, floor, now)
+			if o, ok := sb.CountsForQuarantine(r, state.String); ok {
+				o.At = now
+				outcomes = append(outcomes, o)
+			}
 			var sentAt time.Time // when the device says the message left it, if it says
 			if !r.SentAt.IsZero() {
 				sentAt = sb.DeviceTime(r.SentAt, floor, at)
@@ -214,7 +226,82 @@ func (db *DB) ReportDeviceStates(ctx context.Context, phoneID, deviceID string, 
 				return err
 			}
 		}
+		if len(outcomes) == 0 {
+			return nil
+		}
+		return tx.recordOutcomes(ctx, phoneID, outcomes, now)
+	})
+}
+
+// recordOutcomes adds outcomes to the phone's recent ones and quarantines
+// it when they trip its policy while it is in rotation.
+func (t *Tx) recordOutcomes(ctx context.Context, phoneID string, outcomes []sb.SendOutcome, now time.Time) error {
+	var tenantID, number, status string
+	var recentJSON sql.NullString
+	var qFailed, qOf sql.NullInt64
+	err := t.queryRow(ctx, `SELECT tenant_id, number, status, send_outcomes, quarantine_failed, quarantine_of FROM phones WHERE id = ?`, phoneID).
+		Scan(&tenantID, &number, &status, &recentJSON, &qFailed, &qOf)
+	if errors.Is(err, sql.ErrNoRows) {
 		return nil
+	}
+	if err != nil {
+		return err
+	}
+	policy := sb.QuarantinePolicy{Failed: int(qFailed.Int64), Of: int(qOf.Int64)}
+	var recent []sb.SendOutcome
+	if recentJSON.Valid {
+		_ = json.Unmarshal([]byte(recentJSON.String), &recent) // unreadable: start again
+	}
+	recent = policy.Recent(append(recent, outcomes...), now)
+	b, err := json.Marshal(recent)
+	if err != nil {
+		return err
+	}
+	if _, err := t.exec(ctx, `UPDATE phones SET send_outcomes = ? WHERE id = ?`, string(b), phoneID); err != nil {
+		return err
+	}
+	if status != sb.PhoneOnline {
+		return nil
+	}
+	q := policy.Trips(recent, now)
+	if q == nil {
+		return nil
+	}
+	reasons, err := json.Marshal(q.Reasons)
+	if err != nil {
+		return err
+	}
+	if _, err := t.exec(ctx, `UPDATE phones SET status = ?, quarantined_at = ?, quarantine_reasons = ? WHERE id = ?`,
+		sb.PhoneQuarantined, sb.Micros(now), string(reasons), phoneID); err != nil {
+		return err
+	}
+	// Its messages no device holds are due at once, for the sweeper to move.
+	if _, err := t.exec(ctx, `UPDATE messages SET device_due = ? WHERE phone_id = ? AND device_due IS NOT NULL AND device_id IS NULL AND status = 'queued'`,
+		sb.Micros(now), phoneID); err != nil {
+		return err
+	}
+	t.afterCommit(func() {
+		slog.Warn("phone quarantined: its own reports say its sends fail", "tenant_id", tenantID, "phone_id", phoneID,
+			"policy_failed", policy.OrDefault().Failed, "policy_of", policy.OrDefault().Of)
+	})
+	ev := sb.PhoneEvent{Event: sb.EventPhoneQuarantined, PhoneID: phoneID, Number: number, Reason: strings.Join(q.Reasons, "; ")}
+	if err := t.emitPhone(ctx, tenantID, ev, now); err != nil {
+		return err
+	}
+	return t.phonesChanged(ctx, tenantID)
+}
+
+// RecordHealth stores what a paired device said of itself in its ping, if
+// deviceID is still the phone's device.
+func (db *DB) RecordHealth(ctx context.Context, phoneID, deviceID string, h sb.Health) error {
+	var battery any = h.BatteryLevel
+	if h.BatteryLevel < 0 {
+		battery = nil
+	}
+	return db.Write(ctx, func(tx *Tx) error {
+		_, err := tx.exec(ctx, `UPDATE phones SET health_battery = ?, health_charging = ?, health_network = ?, health_failed = ?, health_at = ?
+			WHERE id = ? AND device_id = ?`, battery, boolInt(h.Charging), h.Network, h.FailedLastHour, sb.Micros(h.ReportedAt), phoneID, deviceID)
+		return err
 	})
 }
 
@@ -299,7 +386,7 @@ func (t *Tx) reroute(ctx context.Context, m *routeRow, now time.Time, cache rout
 		if err := t.countOnPhone(ctx, sb.Live, p, day); err != nil {
 			return false, err
 		}
-	} else if p.DailyLimit > 0 {
+	} else if p.LimitOn(now) > 0 {
 		// Back to its own phone, where it is counted already: the unit
 		// pickPhone took goes back.
 		t.returnTake(counterKey{p.TenantID, sb.Live, phoneCounter(p.ID), day})

@@ -73,3 +73,39 @@ func subscribed(events, event string) bool {
 	}
 	return false
 }
+
+// emitPhone records the phone event ev for every live webhook of the
+// tenant subscribed to it, in the caller's transaction. Its deliveries name
+// the phone (phone_id) and no message.
+func (t *Tx) emitPhone(ctx context.Context, tenantID string, ev sb.PhoneEvent, now time.Time) error {
+	rows, err := t.query(ctx, `SELECT id, events FROM webhooks WHERE tenant_id = ? AND environment = ? AND deleted_at IS NULL`,
+		tenantID, string(sb.Live))
+	if err != nil {
+		return err
+	}
+	var subs []hookSub
+	for rows.Next() {
+		var s hookSub
+		if err := rows.Scan(&s.id, &s.events); err != nil {
+			rows.Close()
+			return err
+		}
+		if subscribed(s.events, ev.Event) {
+			subs = append(subs, s)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(subs) == 0 {
+		return err
+	}
+	payload := string(sb.NewPhoneEventPayload(ev, now))
+	for _, s := range subs {
+		if _, err := t.exec(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, tenant_id, environment, event, message_id, phone_id, payload, status, attempts, next_attempt_at, created_at)
+			VALUES (?, ?, ?, ?, ?, '', ?, ?, 'pending', 0, ?, ?)`,
+			sb.NewID(), s.id, tenantID, string(sb.Live), ev.Event, ev.PhoneID, payload, sb.Micros(now), sb.Micros(now)); err != nil {
+			return err
+		}
+	}
+	t.afterCommit(t.db.wakeWebhooks)
+	return nil
+}

@@ -663,11 +663,12 @@ func (t *Tx) pickPhone(ctx context.Context, key phoneKey, channel, from, sticky,
 			continue
 		}
 		p := chosen.Phone
-		if p.DailyLimit <= 0 {
+		limit := p.LimitOn(now) // the daily limit, or its warm-up's
+		if limit <= 0 {
 			return p, nil
 		}
 		k := counterKey{p.TenantID, key.env, phoneCounter(p.ID), key.day}
-		ok, err := t.take(ctx, k, p.DailyLimit)
+		ok, err := t.take(ctx, k, limit)
 		if err != nil || ok {
 			return p, err
 		}

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -13,7 +14,9 @@ import (
 )
 
 const phoneCols = `id, tenant_id, number, kind, daily_limit, rate_limit, channels, status, sim_number, last_seen_at,
-	device_id, device_name, device_paired_at, created_at, link, device_push_token`
+	device_id, device_name, device_paired_at, created_at, link, device_push_token,
+	health_battery, health_charging, health_network, health_failed, health_at,
+	quarantined_at, quarantine_reasons, quarantine_failed, quarantine_of, warmup_start, warmup_days, warmup_from`
 
 // phoneColsP is phoneCols qualified with the alias p, for joins.
 var phoneColsP = "p." + strings.ReplaceAll(strings.ReplaceAll(phoneCols, "\n\t", " "), ", ", ", p.")
@@ -26,8 +29,11 @@ func scanPhone(row interface{ Scan(...any) error }, extra ...any) (*sb.Phone, er
 	var channels string
 	var created int64
 	var pushToken int
+	var hBattery, hCharging, hFailed, hAt, qAt, qFailed, qOf, wStart, wDays, wFrom sql.NullInt64
+	var hNetwork, qReasons sql.NullString
 	dest := append([]any{&p.ID, &p.TenantID, &p.Number, &p.Kind, &limit, &rate, &channels, &p.Status, &sim, &seen,
-		&deviceID, &deviceName, &paired, &created, &link, &pushToken}, extra...)
+		&deviceID, &deviceName, &paired, &created, &link, &pushToken,
+		&hBattery, &hCharging, &hNetwork, &hFailed, &hAt, &qAt, &qReasons, &qFailed, &qOf, &wStart, &wDays, &wFrom}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, sb.ErrNotFound
@@ -42,7 +48,32 @@ func scanPhone(row interface{ Scan(...any) error }, extra ...any) (*sb.Phone, er
 	}
 	p.CreatedAt = sb.FromMicros(created)
 	p.Link = link.String
+	if hAt.Valid {
+		p.Health = &sb.Health{BatteryLevel: int(hBattery.Int64), Charging: hCharging.Int64 != 0, Network: hNetwork.String,
+			FailedLastHour: int(hFailed.Int64), ReportedAt: sb.FromMicros(hAt.Int64)}
+		if !hBattery.Valid {
+			p.Health.BatteryLevel = -1
+		}
+	}
+	if qAt.Valid && p.Status == sb.PhoneQuarantined {
+		p.Quarantine = &sb.Quarantine{At: sb.FromMicros(qAt.Int64), Reasons: []string{}}
+		if qReasons.Valid {
+			_ = json.Unmarshal([]byte(qReasons.String), &p.Quarantine.Reasons)
+		}
+	}
+	p.QuarantinePolicy = sb.QuarantinePolicy{Failed: int(qFailed.Int64), Of: int(qOf.Int64)}
+	if wStart.Valid {
+		p.Warmup = &sb.Warmup{Start: int(wStart.Int64), Days: int(wDays.Int64), From: sb.FromMicros(wFrom.Int64)}
+	}
 	return &p, nil
+}
+
+// warmupCols are the warm-up's column values of w (NULLs for none).
+func warmupCols(w *sb.Warmup) (start, days, from any) {
+	if w == nil || w.Start <= 0 {
+		return nil, nil, nil
+	}
+	return w.Start, w.Days, sb.Micros(w.From)
 }
 
 func intOrNil(n int) any {
@@ -125,9 +156,13 @@ func (db *DB) AddTenantPhone(ctx context.Context, p *sb.Phone, pairing *sb.Pairi
 				return ErrPairingTaken
 			}
 		}
-		_, err = tx.exec(ctx, `INSERT INTO phones (`+phoneCols+`, pairing_hash, pairing_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		wStart, wDays, wFrom := warmupCols(p.Warmup)
+		_, err = tx.exec(ctx, `INSERT INTO phones (`+phoneCols+`, pairing_hash, pairing_expires_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			p.ID, p.TenantID, p.Number, p.Kind, intOrNil(p.DailyLimit), intOrNil(p.RateLimit), strings.Join(p.Channels, ","), p.Status,
-			intOrNil(p.SimNumber), nil, nil, nil, nil, sb.Micros(p.CreatedAt), nullStr(p.Link), 0, pairHash, pairExp)
+			intOrNil(p.SimNumber), nil, nil, nil, nil, sb.Micros(p.CreatedAt), nullStr(p.Link), 0,
+			nil, nil, nil, nil, nil, nil, nil, intOrNil(p.QuarantinePolicy.Failed), intOrNil(p.QuarantinePolicy.Of), wStart, wDays, wFrom,
+			pairHash, pairExp)
 		if err != nil {
 			return err
 		}
@@ -225,6 +260,28 @@ func (db *DB) UpdatePhone(ctx context.Context, tenantID, id string, patch sb.Pho
 		}
 		if patch.RateLimit != nil {
 			if _, err := tx.exec(ctx, `UPDATE phones SET rate_limit = ? WHERE tenant_id = ? AND id = ?`, intOrNil(*patch.RateLimit), tenantID, id); err != nil {
+				return err
+			}
+		}
+		if patch.Warmup != nil {
+			start, days, from := warmupCols(patch.Warmup)
+			if _, err := tx.exec(ctx, `UPDATE phones SET warmup_start = ?, warmup_days = ?, warmup_from = ? WHERE tenant_id = ? AND id = ?`,
+				start, days, from, tenantID, id); err != nil {
+				return err
+			}
+		}
+		if q := patch.QuarantinePolicy; q != nil {
+			if _, err := tx.exec(ctx, `UPDATE phones SET quarantine_failed = ?, quarantine_of = ? WHERE tenant_id = ? AND id = ?`,
+				intOrNil(q.Failed), intOrNil(q.Of), tenantID, id); err != nil {
+				return err
+			}
+		}
+		if patch.Status != nil {
+			// Back in rotation: the quarantine and the outcomes that led
+			// to it are forgotten. The operator's switch (offline) is not
+			// the tenant's to change.
+			if _, err := tx.exec(ctx, `UPDATE phones SET status = ?, quarantined_at = NULL, quarantine_reasons = NULL, send_outcomes = NULL
+				WHERE tenant_id = ? AND id = ? AND status = ?`, *patch.Status, tenantID, id, sb.PhoneQuarantined); err != nil {
 				return err
 			}
 		}

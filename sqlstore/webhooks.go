@@ -168,20 +168,22 @@ func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
 }
 
-const deliveryCols = `id, webhook_id, tenant_id, environment, event, message_id, payload, status, attempts, tries, next_attempt_at, created_at, test`
+const deliveryCols = `id, webhook_id, tenant_id, environment, event, message_id, payload, status, attempts, tries, next_attempt_at, created_at, test, phone_id`
 
 func scanDelivery(row interface{ Scan(...any) error }) (*sb.Delivery, error) {
 	var d sb.Delivery
 	var env, payload string
 	var next sql.NullInt64
 	var created, test int64
-	if err := row.Scan(&d.ID, &d.WebhookID, &d.TenantID, &env, &d.Event, &d.MessageID, &payload, &d.Status, &d.Attempts, &d.Tries, &next, &created, &test); err != nil {
+	var phone sql.NullString
+	if err := row.Scan(&d.ID, &d.WebhookID, &d.TenantID, &env, &d.Event, &d.MessageID, &payload, &d.Status, &d.Attempts, &d.Tries, &next, &created, &test, &phone); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, sb.ErrNotFound
 		}
 		return nil, err
 	}
 	d.Env, d.Payload, d.NextAttemptAt, d.CreatedAt, d.Test = sb.Environment(env), []byte(payload), optTime(next), sb.FromMicros(created), test != 0
+	d.PhoneID = phone.String
 	return &d, nil
 }
 
@@ -589,14 +591,15 @@ func (db *DB) CreateTestDelivery(ctx context.Context, tenantID string, env sb.En
 		}
 		var msg struct {
 			MessageID string `json:"message_id"`
+			PhoneID   string `json:"phone_id"`
 		}
 		if err := json.Unmarshal(payload, &msg); err != nil {
 			return err
 		}
 		var err error
-		d, err = scanDelivery(tx.queryRow(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, tenant_id, environment, event, message_id, payload, status, attempts, next_attempt_at, created_at, test)
-			VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, 1) RETURNING `+deliveryCols,
-			sb.NewID(), webhookID, tenantID, string(env), event, msg.MessageID, string(payload), sb.Micros(now), sb.Micros(now)))
+		d, err = scanDelivery(tx.queryRow(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, tenant_id, environment, event, message_id, phone_id, payload, status, attempts, next_attempt_at, created_at, test)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, 1) RETURNING `+deliveryCols,
+			sb.NewID(), webhookID, tenantID, string(env), event, msg.MessageID, nullStr(msg.PhoneID), string(payload), sb.Micros(now), sb.Micros(now)))
 		return err
 	})
 	if err != nil {
