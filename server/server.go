@@ -96,6 +96,10 @@ type Config struct {
 	// DeviceValidFor is how long a message handed to a device stays valid
 	// there (default 10m).
 	DeviceValidFor time.Duration
+	// PhonePingInterval is how often the app of an android phone pings
+	// with its health (default 1m); a phone whose last ping is older than
+	// three intervals is in trouble.
+	PhonePingInterval time.Duration
 	// DeviceOutcomeAfter is how long a message handed to a device, and
 	// never reported on, waits past its validUntil (and a grace for the
 	// phone's clock) before it fails with its outcome unknown (default
@@ -405,7 +409,7 @@ func Run(ctx context.Context, c Config) error {
 	if idp != nil {
 		authn.UseIdentityProvider(idp)
 	}
-	devCfg := android.Config{Store: db, Routing: routing, ValidFor: c.DeviceValidFor, PublicURL: c.PublicURL, Limiter: limiter, Access: authn, Registry: reg, Log: log}
+	devCfg := android.Config{Store: db, Routing: routing, ValidFor: c.DeviceValidFor, PingInterval: c.PhonePingInterval, PublicURL: c.PublicURL, Limiter: limiter, Access: authn, Registry: reg, Log: log}
 	if limiter.pg != nil {
 		devCfg.Shared = limiter.pg // pairing attempts are counted across nodes
 	}

@@ -243,6 +243,25 @@ func (db *DB) Phone(ctx context.Context, tenantID string, env sb.Environment, id
 	return ps[0], nil
 }
 
+// AndroidPhones lists the android phones of every tenant, for the fleet's
+// metrics (their counts by state and trouble).
+func (db *DB) AndroidPhones(ctx context.Context) ([]*sb.Phone, error) {
+	rows, err := db.query(ctx, `SELECT `+phoneCols+` FROM phones WHERE kind = ?`, sb.PhoneAndroid)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*sb.Phone
+	for rows.Next() {
+		p, err := scanPhone(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
 // UpdatePhone applies patch to one of the tenant's phones.
 func (db *DB) UpdatePhone(ctx context.Context, tenantID, id string, patch sb.PhonePatch) error {
 	return db.Write(ctx, func(tx *Tx) error {

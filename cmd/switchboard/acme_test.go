@@ -232,7 +232,7 @@ func TestACME(t *testing.T) {
 			_, _, code := devPhone(t, s, tn.Live, nil)
 			a, _ := devAgent(t, s, code, agent.Options{HTTP: acmeClient(addr, roots)}, true)
 			hooks, err := a.Webhooks(context.Background())
-			if err != nil || len(hooks) != 1 || !strings.HasPrefix(hooks[0].URL, s.URL+"/api/mobile/v1/inbound/") {
+			if err != nil || len(hooks) != 3 || !strings.HasPrefix(hooks[0].URL, s.URL+"/api/mobile/v1/inbound/") {
 				t.Fatalf("webhooks: %+v %v", hooks, err)
 			}
 			id := msgSend(t, s, tn.Live, map[string]any{"to": msgAwake(t), "body": "over ACME's certificate"})["message_id"].(string)

@@ -224,8 +224,9 @@ func TestDevicePairing(t *testing.T) {
 				}
 			}
 			var hooks []smsgateway.Webhook
-			if status := devCall(t, s, "GET", "/webhooks", "Bearer "+reg.Token, nil, &hooks); status != 200 || len(hooks) != 1 ||
-				hooks[0].Event != smsgateway.WebhookEventSmsReceived || !strings.HasPrefix(hooks[0].URL, devURL(s)+"/inbound/") ||
+			if status := devCall(t, s, "GET", "/webhooks", "Bearer "+reg.Token, nil, &hooks); status != 200 || len(hooks) != 3 ||
+				hooks[0].Event != smsgateway.WebhookEventSmsReceived || hooks[1].Event != smsgateway.WebhookEventSystemPing || hooks[2].Event != "app:started" ||
+				hooks[1].URL != hooks[0].URL || hooks[2].URL != hooks[0].URL || !strings.HasPrefix(hooks[0].URL, devURL(s)+"/inbound/") ||
 				hooks[0].DeviceID == nil || *hooks[0].DeviceID != reg.Id {
 				t.Errorf("GET /webhooks: %d %+v", status, hooks)
 			}

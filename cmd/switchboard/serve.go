@@ -36,6 +36,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	publicURL := f.string("public-url", "", "the base URL devices reach this service at, e.g. https://sms.example.com (default: the scheme and host a device used)")
 	offlineAfter := f.duration("phone-offline-after", sb.DefaultPhoneOfflineAfter, "an android phone is offline once its device was not seen for this long")
 	providers := f.string("providers", "", "JSON file of the carrier links (SMPP binds, Twilio accounts); their secrets come from the environment variables it names (see docs/carriers.md)")
+	pingInterval := f.duration("phone-ping-interval", sb.DefaultPingInterval, "how often the app of an android phone pings with its health (battery, network); a ping older than three intervals flags the phone")
 	validFor := f.duration("device-valid-for", android.DefaultValidFor, "how long a message handed to an android phone stays valid there (its validUntil: the app does not send it after)")
 	outcomeAfter := f.duration("device-outcome-after", sb.DefaultOutcomeAfter, "a message an android phone took and never reported on fails (\"outcome unknown\") this long after its validUntil; it never goes to another phone, since it may have been sent")
 	dbMaxConns := f.int("db-max-conns", sqlstore.DefaultMaxConns, "PostgreSQL: the most connections this node opens (plus one for LISTEN and one for the heartbeat); the default lets five nodes share PostgreSQL's default max_connections=100")
@@ -88,6 +89,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if *validFor <= 0 || *outcomeAfter <= 0 {
 		return fmt.Errorf("--device-valid-for and --device-outcome-after must be more than 0")
 	}
+	if *pingInterval < time.Second {
+		return fmt.Errorf("--phone-ping-interval must be at least 1s")
+	}
 	if *dbWriters < 0 {
 		return fmt.Errorf("--db-writers must be 0 (adapt to the live nodes) or more, not %d", *dbWriters)
 	}
@@ -98,7 +102,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		RedisURL: *redisURL, ShutdownTimeout: *shutdown, AllowPrivateWebhooks: *allowPrivate, DeliveryLease: *lease,
 		HeartbeatInterval: *heartbeat, NodeDeadAfter: *deadAfter,
 		DebugAddr: *debugAddr, IdPSecret: *idpSecret, IdPJWKS: *idpJWKS, IdPIssuer: *idpIssuer, IdPAudience: *idpAudience,
-		TLSCert: *tlsCert, TLSKey: *tlsKey, PublicURL: *publicURL, PhoneOfflineAfter: *offlineAfter, DeviceValidFor: *validFor, DeviceOutcomeAfter: *outcomeAfter,
+		TLSCert: *tlsCert, TLSKey: *tlsKey, PublicURL: *publicURL, PhoneOfflineAfter: *offlineAfter, DeviceValidFor: *validFor, PhonePingInterval: *pingInterval, DeviceOutcomeAfter: *outcomeAfter,
 		ProvidersFile: *providers, Getenv: getenv, DBMaxConns: *dbMaxConns, DBConnWait: *dbWait, DBWriters: *dbWriters, RedisTimeout: *redisTimeout, RedisCooldown: *redisCooldown,
 		MaxConns: *maxConns, MaxConnsPerAddr: *maxConnsPerAddr, HeaderTimeout: *headerTimeout, IdleTimeout: *idleTimeout, TrustedProxies: *trustedProxies, PairingSecret: *pairingSecret,
 		ACME: switchboard.ACME{Domains: *acmeDomains, Email: *acmeEmail, Directory: *acmeDir, Cache: *acmeCache, HTTPAddr: *acmeHTTP, CARoots: *acmeRoots}})

@@ -22,9 +22,12 @@ type metrics struct {
 	pairingLimited *prometheus.CounterVec
 	// credentials counts wrong device tokens and inbound secrets.
 	credentials *prometheus.CounterVec
+	// pings counts system:ping callbacks by result; started app:started.
+	pings   *prometheus.CounterVec
+	started prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer, st *streams) metrics {
+func newMetrics(reg prometheus.Registerer, st *streams, fleet func() (states, trouble map[string]int)) metrics {
 	m := metrics{
 		handed: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_device_messages_handed_total",
 			Help: "Messages handed to Android devices (GET /message), not counting hand-outs repeated to the same device."}),
@@ -47,6 +50,10 @@ func newMetrics(reg prometheus.Registerer, st *streams) metrics {
 		credentials: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_device_credential_failures_total",
 			Help: "Device requests refused for their credential (token: Authorization: Bearer; inbound_secret: the inbound callback URL), by result: invalid (401) or throttled (429: too many failures from the address)."},
 			[]string{"credential", "result"}),
+		pings: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_device_pings_total",
+			Help: "system:ping callbacks of Android devices, by result: stored (the phone's health), malformed (no health in it)."}, []string{"result"}),
+		started: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_device_app_started_total",
+			Help: "app:started callbacks of Android devices: the app (re)started."}),
 	}
 	for _, reason := range []string{dropMalformed, dropNoID, dropEmpty, dropSender} {
 		m.inboundDropped.WithLabelValues(reason)
@@ -56,9 +63,40 @@ func newMetrics(reg prometheus.Registerer, st *streams) metrics {
 			Help: "Event streams (GET /events) open on this node: at most one a phone."}, func() float64 { return float64(st.count()) })
 		replaced := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "switchboard_device_streams_replaced_total",
 			Help: "Event streams ended on this node because a newer stream of the same phone opened."}, func() float64 { return float64(st.replacedCount()) })
-		reg.MustRegister(m.handed, m.reports, m.moved, m.unknown, m.inbound, m.inboundDropped, m.inboundLimited, m.pairings, m.pairingLimited, m.credentials, streams, replaced)
+		reg.MustRegister(m.handed, m.reports, m.moved, m.unknown, m.inbound, m.inboundDropped, m.inboundLimited, m.pairings, m.pairingLimited, m.credentials, streams, replaced,
+			m.pings, m.started, &fleetCollector{fleet: fleet})
 	}
 	return m
+}
+
+// fleetCollector reports the android phones of every tenant by state and
+// by trouble, read from the store at each scrape (never per phone or
+// number: the labels are the states).
+type fleetCollector struct {
+	fleet func() (states, trouble map[string]int)
+}
+
+var (
+	fleetStateDesc = prometheus.NewDesc("switchboard_android_phones",
+		"Android phones of every tenant by state: online, offline, quarantined.", []string{"state"}, nil)
+	fleetTroubleDesc = prometheus.NewDesc("switchboard_android_phones_in_trouble",
+		"Android phones in rotation whose health shows trouble, by kind: low_battery (under 15%, not charging), no_network, ping_late (no ping for three intervals).",
+		[]string{"trouble"}, nil)
+)
+
+func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- fleetStateDesc
+	ch <- fleetTroubleDesc
+}
+
+func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
+	states, trouble := c.fleet()
+	for k, n := range states {
+		ch <- prometheus.MustNewConstMetric(fleetStateDesc, prometheus.GaugeValue, float64(n), k)
+	}
+	for k, n := range trouble {
+		ch <- prometheus.MustNewConstMetric(fleetTroubleDesc, prometheus.GaugeValue, float64(n), k)
+	}
 }
 
 // reportLabel bounds the state label to the protocol's states.

@@ -48,6 +48,10 @@ type Store interface {
 	DeviceWorkWaiting(ctx context.Context, phoneID, deviceID string, now time.Time) (bool, error)
 	SweepDeviceMessages(ctx context.Context, now time.Time, limit int) (sb.DeviceSweep, error)
 	Inbound(ctx context.Context, m *sb.Message) error
+	// RecordHealth stores what a device said of itself in its ping;
+	// AndroidPhones lists every android phone, for the fleet's metrics.
+	RecordHealth(ctx context.Context, phoneID, deviceID string, h sb.Health) error
+	AndroidPhones(ctx context.Context) ([]*sb.Phone, error)
 	// PhoneWork tells every node that a phone's device has work;
 	// OnPhoneWork registers what to call when one has.
 	PhoneWork(ctx context.Context, phoneID string) error
@@ -61,6 +65,9 @@ type Config struct {
 	// ValidFor is how long a message handed to a device stays valid there
 	// (its validUntil). Default 10 minutes.
 	ValidFor time.Duration
+	// PingInterval is how often the app pings (system:ping), given to it
+	// in GET /settings. Default sb.DefaultPingInterval.
+	PingInterval time.Duration
 	// PublicURL is the base of the URLs handed to devices (their inbound
 	// callback), e.g. https://sms.example.com. Empty: the scheme and host
 	// the device used.
@@ -128,6 +135,9 @@ func New(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = sb.DefaultPingInterval
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
@@ -141,7 +151,7 @@ func New(cfg Config) *Server {
 	s.streams.init()
 	s.pacing.init()
 	s.pairs.init(cfg.Shared)
-	s.metrics = newMetrics(cfg.Registry, &s.streams)
+	s.metrics = newMetrics(cfg.Registry, &s.streams, s.fleetStates)
 	cfg.Store.OnPhoneWork(s.streams.wake)
 	s.mux.HandleFunc("POST "+Prefix+"/device", s.register)
 	s.mux.HandleFunc("GET "+Prefix+"/device", s.device(s.getDevice))
@@ -490,6 +500,13 @@ func (s *Server) patchDevice(w http.ResponseWriter, r *http.Request, ph *sb.Phon
 type Settings struct {
 	Gateway  GatewaySettings  `json:"gateway"`
 	Messages MessagesSettings `json:"messages"`
+	Ping     *PingSettings    `json:"ping,omitempty"`
+}
+
+// PingSettings are the app's PingSettings: how often it emits
+// system:ping (its health), in seconds.
+type PingSettings struct {
+	IntervalSeconds int `json:"interval_seconds"`
 }
 
 // GatewaySettings are the app's GatewaySettings.
@@ -521,12 +538,20 @@ var DeviceSettings = Settings{
 	Messages: MessagesSettings{LimitPeriod: "Disabled", ProcessingOrder: "FIFO"},
 }
 
-// getSettings gives the app DeviceSettings. The app asks at start and
-// once a day, applies what changed, and asks its owner once to restart it
-// (the notification channel takes effect then).
+// getSettings gives the app DeviceSettings and its ping interval. The app
+// asks at start, once a day, and when told SettingsUpdated; it applies what
+// changed, and asks its owner once to restart it (the notification channel
+// and the ping take effect then).
 func (s *Server) getSettings(w http.ResponseWriter, r *http.Request, ph *sb.Phone) error {
-	writeJSON(w, http.StatusOK, DeviceSettings)
+	writeJSON(w, http.StatusOK, s.Settings())
 	return nil
+}
+
+// Settings is what GET /settings answers.
+func (s *Server) Settings() Settings {
+	out := DeviceSettings
+	out.Ping = &PingSettings{IntervalSeconds: max(1, int(s.cfg.PingInterval/time.Second))}
+	return out
 }
 
 type webhookJSON struct {
@@ -536,11 +561,16 @@ type webhookJSON struct {
 	Event    string  `json:"event"`
 }
 
-// InboundWebhookID is the id of the one subscription a device is given.
-const InboundWebhookID = "switchboard-inbound"
+// The ids of the subscriptions a device is given.
+const (
+	InboundWebhookID = "switchboard-inbound"
+	PingWebhookID    = "switchboard-ping"
+	StartedWebhookID = "switchboard-started"
+)
 
-// getWebhooks gives the device one subscription: sms:received, posted to
-// the phone's own callback URL, whose secret comes from the device's token.
+// getWebhooks gives the device its subscriptions, all posted to the
+// phone's own callback URL, whose secret comes from the device's token:
+// sms:received (inbound texts), system:ping (its health) and app:started.
 func (s *Server) getWebhooks(w http.ResponseWriter, r *http.Request, ph *sb.Phone) error {
 	base := s.cfg.PublicURL
 	if base == "" {
@@ -551,8 +581,12 @@ func (s *Server) getWebhooks(w http.ResponseWriter, r *http.Request, ph *sb.Phon
 		base = scheme + "://" + r.Host
 	}
 	id := ph.Device.ID
-	writeJSON(w, http.StatusOK, []webhookJSON{{ID: InboundWebhookID, DeviceID: &id, Event: "sms:received",
-		URL: base + Prefix + "/inbound/" + sb.InboundSecret(authorization(r, "Bearer"))}})
+	url := base + Prefix + "/inbound/" + sb.InboundSecret(authorization(r, "Bearer"))
+	writeJSON(w, http.StatusOK, []webhookJSON{
+		{ID: InboundWebhookID, DeviceID: &id, Event: eventSMSReceived, URL: url},
+		{ID: PingWebhookID, DeviceID: &id, Event: eventSystemPing, URL: url},
+		{ID: StartedWebhookID, DeviceID: &id, Event: eventAppStarted, URL: url},
+	})
 	return nil
 }
 
@@ -723,7 +757,17 @@ func (s *Server) inbound(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusTooManyRequests, "Too many inbound texts from this phone. Try again later.")
 		return
 	}
-	text, drop := parseInbound(w, r, ph.Number)
+	raw, err := readBody(w, r)
+	if err != nil {
+		s.metrics.inboundDropped.WithLabelValues(dropMalformed).Inc()
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if s.deviceEvent(r.Context(), ph, raw) {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	text, drop := parseInboundBody(raw, ph.Number)
 	if drop != "" {
 		s.metrics.inboundDropped.WithLabelValues(drop).Inc()
 		s.cfg.Log.Warn("inbound callback dropped: nothing Switchboard can store", "tenant_id", ph.TenantID, "phone_id", ph.ID, "reason", drop)
@@ -784,19 +828,11 @@ const (
 	dropSender    = "bad_sender" // neither a number nor an alphanumeric sender id
 )
 
-// parseInbound reads the body the app posts to a webhook of the phone
+// parseInboundBody reads the body the app posts to a webhook of the phone
 // numbered like. It returns nil, "" for an event other than sms:received;
 // the text, with its sender in E.164 (read in the country of like) or an
 // alphanumeric sender id (phonenum.InboundSender); or, for a callback
 // Switchboard cannot use, the reason it drops it.
-func parseInbound(w http.ResponseWriter, r *http.Request, like string) (*inboundText, string) {
-	raw, err := readBody(w, r)
-	if err != nil {
-		return nil, dropMalformed
-	}
-	return parseInboundBody(raw, like)
-}
-
 func parseInboundBody(raw []byte, like string) (*inboundText, string) {
 	var ev inboundEvent
 	if json.Unmarshal(raw, &ev) != nil {
@@ -861,4 +897,58 @@ func (s *Server) Run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// deviceEvent handles a system:ping or app:started callback of ph's
+// device, and reports whether raw was one: the ping's health is stored
+// (and counted), a start is logged and counted.
+func (s *Server) deviceEvent(ctx context.Context, ph *sb.Phone, raw []byte) bool {
+	var ev inboundEvent
+	if json.Unmarshal(raw, &ev) != nil {
+		return false
+	}
+	switch ev.Event {
+	case eventSystemPing:
+		h, ok := parsePing(ev.Payload, s.cfg.Now().UTC().Truncate(time.Microsecond))
+		if !ok {
+			s.metrics.pings.WithLabelValues("malformed").Inc()
+			return true
+		}
+		if err := s.cfg.Store.RecordHealth(ctx, ph.ID, ph.Device.ID, h); err != nil {
+			s.cfg.Log.Error("recording a phone's health", "tenant_id", ph.TenantID, "phone_id", ph.ID, "err", err)
+			return true
+		}
+		s.metrics.pings.WithLabelValues("stored").Inc()
+	case eventAppStarted:
+		s.metrics.started.Inc()
+		s.cfg.Log.Info("the app of a phone started", "tenant_id", ph.TenantID, "phone_id", ph.ID, "device_id", ph.Device.ID)
+	default:
+		return false
+	}
+	return true
+}
+
+// fleetStates counts the android phones by state (online, offline,
+// quarantined) and by trouble (sb.PhoneTrouble), for the metrics.
+func (s *Server) fleetStates() (states map[string]int, trouble map[string]int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	phones, err := s.cfg.Store.AndroidPhones(ctx)
+	if err != nil {
+		s.cfg.Log.Error("counting phones for the metrics", "err", err)
+		return nil, nil
+	}
+	now := s.cfg.Now()
+	states = map[string]int{sb.PhoneOnline: 0, sb.PhoneOffline: 0, sb.PhoneQuarantined: 0}
+	trouble = map[string]int{sb.TroubleLowBattery: 0, sb.TroubleNoNetwork: 0, sb.TroublePingLate: 0}
+	for _, p := range phones {
+		states[s.cfg.Routing.Status(p, now)]++
+		if p.Status != sb.PhoneOnline {
+			continue // switched off or quarantined: its trouble is known
+		}
+		for _, t := range sb.PhoneTrouble(p, s.cfg.PingInterval, now) {
+			trouble[t]++
+		}
+	}
+	return states, trouble
 }
