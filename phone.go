@@ -150,6 +150,9 @@ type Routing struct {
 	// before it fails with its outcome unknown (default
 	// DefaultOutcomeAfter).
 	OutcomeAfter time.Duration
+	// PingInterval is how often android phones ping with their health
+	// (default DefaultPingInterval); see Trouble.
+	PingInterval time.Duration
 	// Links tells whether the carrier links are up. The links hold that
 	// state (see provider/carrier); nil means it is not known here (the
 	// operator commands hold no link), and the operator's switch alone
@@ -563,6 +566,11 @@ const LowBattery = 15
 // DefaultPingInterval is how often a phone's app pings (its ping setting,
 // which GET /settings gives it).
 const DefaultPingInterval = time.Minute
+
+// Trouble is PhoneTrouble at the routing's ping interval.
+func (r Routing) Trouble(p *Phone, now time.Time) []string {
+	return PhoneTrouble(p, r.PingInterval, now)
+}
 
 // PhoneTrouble returns what is wrong with a paired android phone at now by
 // its health, pinging every interval: a battery under LowBattery percent

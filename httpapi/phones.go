@@ -46,6 +46,38 @@ type PhoneJSON struct {
 	LastSeenAt *time.Time  `json:"last_seen_at"`
 	Device     *deviceJSON `json:"device"`
 	CreatedAt  time.Time   `json:"created_at"`
+	// The fleet (docs/phones.md).
+	Health              *healthJSON          `json:"health"`
+	Trouble             []string             `json:"trouble"`
+	Quarantine          *quarantineJSON      `json:"quarantine"`
+	QuarantinePolicy    quarantinePolicyJSON `json:"quarantine_policy"`
+	Warmup              *warmupJSON          `json:"warmup"`
+	EffectiveDailyLimit *int                 `json:"effective_daily_limit"`
+}
+
+type healthJSON struct {
+	BatteryLevel   *int      `json:"battery_level"`
+	Charging       bool      `json:"charging"`
+	Network        string    `json:"network"`
+	FailedLastHour int       `json:"failed_last_hour"`
+	ReportedAt     time.Time `json:"reported_at"`
+}
+
+type quarantineJSON struct {
+	At      time.Time `json:"at"`
+	Reasons []string  `json:"reasons"`
+}
+
+type quarantinePolicyJSON struct {
+	Failed int `json:"failed"`
+	Of     int `json:"of"`
+}
+
+type warmupJSON struct {
+	Start     int       `json:"start"`
+	Days      int       `json:"days"`
+	StartedAt time.Time `json:"started_at"`
+	Day       int       `json:"day"`
 }
 
 type deviceJSON struct {
@@ -74,6 +106,26 @@ func ToPhoneJSON(p *sb.Phone, routing sb.Routing, now time.Time) PhoneJSON {
 		link := p.Link
 		out.Provider = &link
 	}
+	out.Trouble = routing.Trouble(p, now)
+	if out.Trouble == nil || p.Status != sb.PhoneOnline {
+		out.Trouble = []string{}
+	}
+	if h := p.Health; h != nil {
+		out.Health = &healthJSON{Charging: h.Charging, Network: h.Network, FailedLastHour: h.FailedLastHour, ReportedAt: h.ReportedAt}
+		if h.BatteryLevel >= 0 {
+			level := h.BatteryLevel
+			out.Health.BatteryLevel = &level
+		}
+	}
+	if q := p.Quarantine; q != nil {
+		out.Quarantine = &quarantineJSON{At: q.At, Reasons: q.Reasons}
+	}
+	qp := p.QuarantinePolicy.OrDefault()
+	out.QuarantinePolicy = quarantinePolicyJSON{Failed: qp.Failed, Of: qp.Of}
+	if w := p.Warmup; w != nil {
+		out.Warmup = &warmupJSON{Start: w.Start, Days: w.Days, StartedAt: w.From, Day: w.Day(now)}
+	}
+	out.EffectiveDailyLimit = positiveOrNil(p.LimitOn(now))
 	return out
 }
 
@@ -114,10 +166,76 @@ func liveOnly(p *auth.Principal) error {
 }
 
 type createPhoneRequest struct {
-	Number     *string         `json:"number"`
-	DailyLimit json.RawMessage `json:"daily_limit"`
-	RateLimit  json.RawMessage `json:"rate_limit"`
-	SimNumber  json.RawMessage `json:"sim_number"`
+	Number           *string         `json:"number"`
+	DailyLimit       json.RawMessage `json:"daily_limit"`
+	RateLimit        json.RawMessage `json:"rate_limit"`
+	SimNumber        json.RawMessage `json:"sim_number"`
+	Warmup           json.RawMessage `json:"warmup"`
+	QuarantinePolicy json.RawMessage `json:"quarantine_policy"`
+}
+
+// warmupRequest is the body's warmup: {start, days}.
+type warmupRequest struct {
+	Start json.RawMessage `json:"start"`
+	Days  json.RawMessage `json:"days"`
+}
+
+// parseWarmup reads a warmup field (null ends one: a zero Warmup) starting
+// at now, toward the daily limit limit (0: none, which a warm-up needs).
+func parseWarmup(raw json.RawMessage, limit int, now time.Time) (*sb.Warmup, error) {
+	if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return &sb.Warmup{}, nil
+	}
+	var req warmupRequest
+	if err := exactJSON(raw, &req); err != nil || req.Start == nil || req.Days == nil {
+		return nil, sb.Invalid("warmup", "warmup must be an object {start, days}, or null.")
+	}
+	if limit <= 0 {
+		return nil, sb.Invalid("warmup", "A warm-up grows toward the daily limit: set daily_limit too.")
+	}
+	start, err := wholeNumber(req.Start, "warmup.start", 1, limit, false)
+	if err != nil {
+		return nil, err
+	}
+	days, err := wholeNumber(req.Days, "warmup.days", 2, sb.MaxWarmupDays, false)
+	if err != nil {
+		return nil, err
+	}
+	return &sb.Warmup{Start: start, Days: days, From: now}, nil
+}
+
+// quarantinePolicyRequest is the body's quarantine_policy: {failed, of}.
+type quarantinePolicyRequest struct {
+	Failed json.RawMessage `json:"failed"`
+	Of     json.RawMessage `json:"of"`
+}
+
+// parseQuarantinePolicy reads a quarantine_policy field (null: the
+// default).
+func parseQuarantinePolicy(raw json.RawMessage) (*sb.QuarantinePolicy, error) {
+	if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return &sb.QuarantinePolicy{}, nil
+	}
+	var req quarantinePolicyRequest
+	if err := exactJSON(raw, &req); err != nil || req.Failed == nil || req.Of == nil {
+		return nil, sb.Invalid("quarantine_policy", "quarantine_policy must be an object {failed, of}, or null for the default (5 of 10).")
+	}
+	of, err := wholeNumber(req.Of, "quarantine_policy.of", 1, sb.MaxQuarantineOf, false)
+	if err != nil {
+		return nil, err
+	}
+	failed, err := wholeNumber(req.Failed, "quarantine_policy.failed", 1, of, false)
+	if err != nil {
+		return nil, err
+	}
+	return &sb.QuarantinePolicy{Failed: failed, Of: of}, nil
+}
+
+// exactJSON decodes raw into v, refusing fields v does not have.
+func exactJSON(raw json.RawMessage, v any) error {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.DisallowUnknownFields()
+	return d.Decode(v)
 }
 
 // createPhone adds an android phone, offline until a device pairs with the
@@ -151,6 +269,21 @@ func (s *Server) createPhone(w http.ResponseWriter, r *http.Request, p *auth.Pri
 		if ph.SimNumber, err = wholeNumber(req.SimNumber, "sim_number", 1, 3, true); err != nil {
 			return err
 		}
+	}
+	if req.Warmup != nil {
+		if ph.Warmup, err = parseWarmup(req.Warmup, ph.DailyLimit, now); err != nil {
+			return err
+		}
+		if ph.Warmup.Start == 0 {
+			ph.Warmup = nil
+		}
+	}
+	if req.QuarantinePolicy != nil {
+		q, err := parseQuarantinePolicy(req.QuarantinePolicy)
+		if err != nil {
+			return err
+		}
+		ph.QuarantinePolicy = *q
 	}
 	if !phonenum.Valid(ph.Number) {
 		return sb.InvalidPhone("number", "number must be an E.164 number: + and 10 to 15 digits.")
@@ -203,11 +336,16 @@ func (s *Server) getPhone(w http.ResponseWriter, r *http.Request, p *auth.Princi
 }
 
 type updatePhoneRequest struct {
-	DailyLimit json.RawMessage `json:"daily_limit"`
-	RateLimit  json.RawMessage `json:"rate_limit"`
+	DailyLimit       json.RawMessage `json:"daily_limit"`
+	RateLimit        json.RawMessage `json:"rate_limit"`
+	Status           json.RawMessage `json:"status"`
+	Warmup           json.RawMessage `json:"warmup"`
+	QuarantinePolicy json.RawMessage `json:"quarantine_policy"`
 }
 
-// updatePhone changes a phone's limits; null removes one.
+// updatePhone changes a phone's limits (null removes one), its warm-up and
+// quarantine policy, and brings a quarantined phone back (status
+// "online").
 func (s *Server) updatePhone(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
 	if err := liveOnly(p); err != nil {
 		return err
@@ -231,7 +369,39 @@ func (s *Server) updatePhone(w http.ResponseWriter, r *http.Request, p *auth.Pri
 		}
 		patch.RateLimit = &n
 	}
+	if req.QuarantinePolicy != nil {
+		q, err := parseQuarantinePolicy(req.QuarantinePolicy)
+		if err != nil {
+			return err
+		}
+		patch.QuarantinePolicy = q
+	}
+	if req.Status != nil {
+		var status string
+		if json.Unmarshal(req.Status, &status) != nil || status != sb.PhoneOnline {
+			return sb.Invalid("status", `status can only be set to "online": a quarantined phone back in rotation.`)
+		}
+		patch.Status = &status
+	}
 	ctx, id := r.Context(), r.PathValue("id")
+	if req.Warmup != nil {
+		// A warm-up grows toward the daily limit the phone will have.
+		limit := 0
+		if patch.DailyLimit != nil {
+			limit = *patch.DailyLimit
+		} else {
+			cur, err := s.cfg.Store.Phone(ctx, p.Tenant.ID, p.Env, id)
+			if err != nil {
+				return err
+			}
+			limit = cur.DailyLimit
+		}
+		w, err := parseWarmup(req.Warmup, limit, s.now().UTC().Truncate(time.Microsecond))
+		if err != nil {
+			return err
+		}
+		patch.Warmup = w
+	}
 	if err := s.cfg.Store.UpdatePhone(ctx, p.Tenant.ID, id, patch); err != nil {
 		return err
 	}

@@ -231,7 +231,8 @@ type attemptJSON struct {
 type deliveryJSON struct {
 	ID            string        `json:"id"`
 	Event         string        `json:"event"`
-	MessageID     string        `json:"message_id"`
+	MessageID     *string       `json:"message_id"`
+	PhoneID       *string       `json:"phone_id"`
 	Status        string        `json:"status"`
 	Attempts      []attemptJSON `json:"attempts"`
 	NextAttemptAt *time.Time    `json:"next_attempt_at"`
@@ -239,7 +240,7 @@ type deliveryJSON struct {
 }
 
 func toDeliveryJSON(d *sb.Delivery) deliveryJSON {
-	out := deliveryJSON{ID: d.ID, Event: d.Event, MessageID: d.MessageID, Status: d.Status, Attempts: make([]attemptJSON, len(d.Log)), CreatedAt: d.CreatedAt}
+	out := deliveryJSON{ID: d.ID, Event: d.Event, MessageID: strOrNil(d.MessageID), PhoneID: strOrNil(d.PhoneID), Status: d.Status, Attempts: make([]attemptJSON, len(d.Log)), CreatedAt: d.CreatedAt}
 	if d.Status == sb.DeliveryPending {
 		out.NextAttemptAt = d.NextAttemptAt
 	}

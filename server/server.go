@@ -379,7 +379,7 @@ func Run(ctx context.Context, c Config) error {
 	carriers := carrier.NewSet(db, links...)
 	// The grace for a phone's clock: a minute, or half the validity when
 	// that is shorter (a test's).
-	routing := sb.Routing{OfflineAfter: c.PhoneOfflineAfter, ClockGrace: min(sb.DefaultClockGrace, c.DeviceValidFor/2),
+	routing := sb.Routing{OfflineAfter: c.PhoneOfflineAfter, PingInterval: c.PhonePingInterval, ClockGrace: min(sb.DefaultClockGrace, c.DeviceValidFor/2),
 		OutcomeAfter: c.DeviceOutcomeAfter, Links: carriers}
 	db.SetRouting(routing)
 
@@ -409,7 +409,7 @@ func Run(ctx context.Context, c Config) error {
 	if idp != nil {
 		authn.UseIdentityProvider(idp)
 	}
-	devCfg := android.Config{Store: db, Routing: routing, ValidFor: c.DeviceValidFor, PingInterval: c.PhonePingInterval, PublicURL: c.PublicURL, Limiter: limiter, Access: authn, Registry: reg, Log: log}
+	devCfg := android.Config{Store: db, Routing: routing, ValidFor: c.DeviceValidFor, PublicURL: c.PublicURL, Limiter: limiter, Access: authn, Registry: reg, Log: log}
 	if limiter.pg != nil {
 		devCfg.Shared = limiter.pg // pairing attempts are counted across nodes
 	}

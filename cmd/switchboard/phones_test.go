@@ -115,6 +115,41 @@ func TestPhonesAPI(t *testing.T) {
 				t.Errorf("daily_limit null: %v", d)
 			}
 		}},
+		{"fleet fields: warm-up, quarantine policy, status", func(t *testing.T, s *server, db string) {
+			tn := msgTenant(t, db)
+			d := phoneCreate(t, s, tn.Live, map[string]any{"number": msgFreshNumber("+1415XXXXXXX"), "daily_limit": 1000,
+				"warmup": map[string]any{"start": 50, "days": 14}, "quarantine_policy": map[string]any{"failed": 3, "of": 6}})
+			w, _ := d["warmup"].(map[string]any)
+			qp, _ := d["quarantine_policy"].(map[string]any)
+			if d["effective_daily_limit"] != 50.0 || w == nil || w["start"] != 50.0 || w["days"] != 14.0 || w["day"] != 1.0 ||
+				qp["failed"] != 3.0 || qp["of"] != 6.0 || d["health"] != nil || d["quarantine"] != nil || len(d["trouble"].([]any)) != 0 {
+				t.Fatalf("created with a warm-up: %v", d)
+			}
+			id := d["id"].(string)
+			for _, c := range []struct {
+				body  map[string]any
+				field string
+			}{
+				{map[string]any{"warmup": map[string]any{"start": 50}}, "warmup"},
+				{map[string]any{"warmup": map[string]any{"start": 2000, "days": 14}}, "warmup.start"},
+				{map[string]any{"warmup": map[string]any{"start": 50, "days": 1}}, "warmup.days"},
+				{map[string]any{"warmup": map[string]any{"start": 50, "days": 14, "x": 1}}, "warmup"},
+				{map[string]any{"daily_limit": nil, "warmup": map[string]any{"start": 5, "days": 3}}, "warmup"},
+				{map[string]any{"quarantine_policy": map[string]any{"failed": 7, "of": 6}}, "quarantine_policy.failed"},
+				{map[string]any{"status": "offline"}, "status"},
+				{map[string]any{"status": "quarantined"}, "status"},
+			} {
+				msgWantErr(t, s.do(t, "PATCH", "/v1/phones/"+id, tn.Live, c.body), 400, "VALIDATION_ERROR", c.field)
+			}
+			r := s.do(t, "PATCH", "/v1/phones/"+id, tn.Live, map[string]any{"warmup": nil, "quarantine_policy": nil, "status": "online"})
+			if d := r.Data(); r.Status != 200 || d["warmup"] != nil || d["effective_daily_limit"] != 1000.0 || d["quarantine_policy"].(map[string]any)["failed"] != 5.0 {
+				t.Fatalf("PATCH ending the warm-up: %d %s", r.Status, r.Raw)
+			}
+			r = s.do(t, "PATCH", "/v1/phones/"+id, tn.Live, map[string]any{"daily_limit": 200, "warmup": map[string]any{"start": 20, "days": 10}})
+			if d := r.Data(); r.Status != 200 || d["effective_daily_limit"] != 20.0 {
+				t.Fatalf("PATCH starting a warm-up: %d %s", r.Status, r.Raw)
+			}
+		}},
 		{"duplicates", func(t *testing.T, s *server, db string) {
 			tn := msgTenant(t, db)
 			number := msgFreshNumber("+1415XXXXXXX")

@@ -44,7 +44,7 @@ func TestPingHealth(t *testing.T) {
 		db := openStore(t, url)
 		tenantID, phoneID, code := livePhone(t, db)
 		reg := prometheus.NewRegistry()
-		srv := android.New(android.Config{Store: db, Routing: sb.Routing{OfflineAfter: time.Minute}, PingInterval: 10 * time.Second, Registry: reg})
+		srv := android.New(android.Config{Store: db, Routing: sb.Routing{OfflineAfter: time.Minute, PingInterval: 10 * time.Second}, Registry: reg})
 		t.Cleanup(srv.Shutdown)
 		token := pairToken(t, srv, code)
 		call := func(method, path, body string) *httptest.ResponseRecorder {

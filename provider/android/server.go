@@ -65,9 +65,6 @@ type Config struct {
 	// ValidFor is how long a message handed to a device stays valid there
 	// (its validUntil). Default 10 minutes.
 	ValidFor time.Duration
-	// PingInterval is how often the app pings (system:ping), given to it
-	// in GET /settings. Default sb.DefaultPingInterval.
-	PingInterval time.Duration
 	// PublicURL is the base of the URLs handed to devices (their inbound
 	// callback), e.g. https://sms.example.com. Empty: the scheme and host
 	// the device used.
@@ -135,8 +132,8 @@ func New(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.PingInterval <= 0 {
-		cfg.PingInterval = sb.DefaultPingInterval
+	if cfg.Routing.PingInterval <= 0 {
+		cfg.Routing.PingInterval = sb.DefaultPingInterval
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -550,7 +547,7 @@ func (s *Server) getSettings(w http.ResponseWriter, r *http.Request, ph *sb.Phon
 // Settings is what GET /settings answers.
 func (s *Server) Settings() Settings {
 	out := DeviceSettings
-	out.Ping = &PingSettings{IntervalSeconds: max(1, int(s.cfg.PingInterval/time.Second))}
+	out.Ping = &PingSettings{IntervalSeconds: max(1, int(s.cfg.Routing.PingInterval/time.Second))}
 	return out
 }
 
@@ -946,7 +943,7 @@ func (s *Server) fleetStates() (states map[string]int, trouble map[string]int) {
 		if p.Status != sb.PhoneOnline {
 			continue // switched off or quarantined: its trouble is known
 		}
-		for _, t := range sb.PhoneTrouble(p, s.cfg.PingInterval, now) {
+		for _, t := range s.cfg.Routing.Trouble(p, now) {
 			trouble[t]++
 		}
 	}
