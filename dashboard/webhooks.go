@@ -338,6 +338,10 @@ func (h *Handler) rotateSecret(w http.ResponseWriter, r *http.Request, v *visit)
 // testPayload is the body of a test event: a message between numbers of
 // the simulator's, whose id names no message.
 func testPayload(event string, now time.Time) []byte {
+	if sb.IsPhoneEvent(event) {
+		return sb.NewPhoneEventPayload(sb.PhoneEvent{Event: event, PhoneID: sb.NewID(), Number: "+15550100001",
+			Reason: "test event: no phone changed"}, now)
+	}
 	m := &sb.Message{ID: sb.NewID(), From: "+15550100001", To: "+15005550006", Channel: sb.ChannelSMS}
 	switch event {
 	case sb.EventReceived:
