@@ -26,10 +26,17 @@ import (
 // receives from NUMBER.
 func phoneAgentCmd(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	f := newFlags("phone-agent", getenv, stdout)
-	f.synopsis = "--url URL --code CODE"
-	url := f.string("url", "", "the device API: https://HOST/api/mobile/v1 (required)")
+	f.synopsis = "--url URL --code CODE [--state FILE]"
+	f.about = `Pairs with the code as the Android app would, then "sends" the messages its phone is given and prints
+each one as a JSON line. With --state, it keeps the pairing in FILE: started again with --state FILE
+alone, it reuses the pairing and its URL.
+
+Typed on its standard input, one a line:
+  NUMBER TEXT   the phone receives TEXT from NUMBER (E.164), as a text a person sent it;
+                e.g. +15557654321 STOP opts that number out`
+	url := f.string("url", "", "the device API: https://HOST/api/mobile/v1 (required unless --state holds a pairing: then its URL)")
 	code := f.string("code", "", "the pairing code of POST /v1/phones (required unless --state holds a pairing)")
-	state := f.string("state", "", "a file that keeps the pairing, so that the agent can be restarted without a new code")
+	state := f.string("state", "", "a file that keeps the pairing (and the URL), so that the agent can be restarted without a new code")
 	name := f.string("name", "Switchboard phone-agent", "the device name")
 	failShare := f.float("fail-share", 0, "share of messages (0 to 1) that fail to send")
 	insecure := f.bool("insecure", false, "accept any TLS certificate (a self-signed one on a trial server)")
@@ -39,7 +46,14 @@ func phoneAgentCmd(ctx context.Context, args []string, getenv func(string) strin
 		return err
 	}
 	if *url == "" {
-		return errors.New("phone-agent: --url is required")
+		st, err := readAgentState(*state)
+		if err != nil {
+			return err
+		}
+		if st == nil || st.URL == "" {
+			return errors.New("phone-agent: --url is required (https://HOST/api/mobile/v1), unless --state names the file of an earlier pairing")
+		}
+		*url = st.URL
 	}
 	if err := checkAgentURL(*url); err != nil {
 		return err
@@ -104,13 +118,20 @@ type agentState struct {
 	Token string `json:"token"`
 }
 
-// checkAgentURL refuses a device API the token would reach in the clear:
-// plain http is for a loopback address only, as the app allows it only to
-// 127.0.0.1.
+// deviceAPIPath is where a server serves the device protocol.
+const deviceAPIPath = "/api/mobile/v1"
+
+// checkAgentURL refuses a URL that is not a device API (it ends in
+// deviceAPIPath, with or without a slash, as the app takes it), and one
+// the token would reach in the clear: plain http is for a loopback address
+// only, as the app allows it only to 127.0.0.1.
 func checkAgentURL(raw string) error {
 	u, err := neturl.Parse(raw)
 	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
 		return fmt.Errorf("phone-agent: --url %q: want https://HOST/api/mobile/v1", raw)
+	}
+	if !strings.HasSuffix(strings.TrimSuffix(u.Path, "/"), deviceAPIPath) || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("phone-agent: --url %q is not a device API, which ends in %s: try %s://%s%s", raw, deviceAPIPath, u.Scheme, u.Host, deviceAPIPath)
 	}
 	if u.Scheme == "http" && !isLoopback(u.Hostname()) {
 		return fmt.Errorf("phone-agent: --url %q: plain http is refused except to a loopback address (the device's token and texts would cross the network in the clear): use https://", raw)
@@ -126,25 +147,39 @@ func isLoopback(host string) bool {
 	return err == nil && a.Unmap().IsLoopback()
 }
 
+// readAgentState reads the state file at path: nil when path is empty or
+// there is no file yet.
+func readAgentState(path string) (*agentState, error) {
+	if path == "" {
+		return nil, nil
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		// It holds the device's token: close it down.
+		if err := os.Chmod(path, 0o600); err != nil {
+			return nil, fmt.Errorf("phone-agent: --state %s is open to other users and could not be made private: %w", path, err)
+		}
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("phone-agent: --state: %w", err)
+	}
+	var st agentState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("phone-agent: --state %s: %w", path, err)
+	}
+	return &st, nil
+}
+
 func loadAgent(ctx context.Context, opt agent.Options, code, path string) (*agent.Agent, error) {
-	if path != "" {
-		if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
-			// It holds the device's token: close it down.
-			if err := os.Chmod(path, 0o600); err != nil {
-				return nil, fmt.Errorf("phone-agent: --state %s is open to other users and could not be made private: %w", path, err)
-			}
-		}
-		if b, err := os.ReadFile(path); err == nil {
-			var st agentState
-			if err := json.Unmarshal(b, &st); err != nil {
-				return nil, fmt.Errorf("phone-agent: --state %s: %w", path, err)
-			}
-			if code == "" && st.URL == opt.URL {
-				return agent.New(opt, st.ID, st.Token), nil
-			}
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("phone-agent: --state: %w", err)
-		}
+	st, err := readAgentState(path)
+	if err != nil {
+		return nil, err
+	}
+	if st != nil && code == "" && st.URL == opt.URL {
+		return agent.New(opt, st.ID, st.Token), nil
 	}
 	if code == "" {
 		return nil, errors.New("phone-agent: --code is required (the pairing code of POST /v1/phones)")

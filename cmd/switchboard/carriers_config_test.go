@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"os"
@@ -82,11 +83,20 @@ func TestPhoneAddProvider(t *testing.T) {
 	tn := newTenant(t, db)
 	providers := writeProviders(t, smppLink("127.0.0.1:1", nil),
 		map[string]any{"name": "tw", "type": "twilio", "base_url": "https://api.twilio.com", "account_sid": "AC1", "auth_token_env": "TW_TOKEN"})
-	out := cli(t, db, "phone", "add", "--tenant", tn.ID, "--number", "+15550100001", "--provider", "tw", "--providers", providers)
-	for _, want := range []string{`"kind":"twilio"`, `"provider":"tw"`, `"channels":["sms"]`} {
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"phone", "add", "--tenant", tn.ID, "--number", "+15550100001", "--provider", "tw", "--providers", providers,
+		"--database", db}, noEnv, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	// It holds no link, so it does not say the phone is online.
+	out := stdout.String()
+	for _, want := range []string{`"kind":"twilio"`, `"provider":"tw"`, `"channels":["sms"]`, `"status":"offline"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("phone add printed %s, want %s", out, want)
 		}
+	}
+	if note := stderr.String(); !strings.Contains(note, `serve's link "tw" is up`) || !strings.Contains(note, "GET /v1/phones") || strings.Count(note, "\n") != 1 {
+		t.Errorf("phone add --provider said %q, want one line on where to see the phone's status", note)
 	}
 	for _, tc := range []struct {
 		args []string

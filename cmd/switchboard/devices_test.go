@@ -1195,7 +1195,7 @@ func selfSignedCert(t testing.TB) (certFile, keyFile string, pool *x509.CertPool
 // TestPhoneAgentCommand runs `switchboard phone-agent` as a person would:
 // it pairs with the code, sends what the phone is given, turns a line of
 // its input into an inbound text, and with --state comes back after a
-// restart without a new code.
+// restart without a new code or its URL.
 func TestPhoneAgentCommand(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, sqliteURL(t), devArgs...)
@@ -1209,12 +1209,12 @@ func TestPhoneAgentCommand(t *testing.T) {
 		out = &syncBuffer{}
 		done := make(chan error, 1)
 		go func() {
-			done <- phoneAgentCmd(ctx, append([]string{"--url", devURL(s), "--state", state}, args...), noEnv, pr, out, io.Discard)
+			done <- phoneAgentCmd(ctx, append([]string{"--state", state}, args...), noEnv, pr, out, io.Discard)
 		}()
 		eventually(t, 30*time.Second, "the agent to pair", func() bool { return strings.Contains(out.String(), `"status":"paired"`) })
 		return out, pw, func() error { cancel(); pw.Close(); return <-done }
 	}
-	out, in, stop := start("--code", code)
+	out, in, stop := start("--url", devURL(s), "--code", code)
 	id := msgSend(t, s, tn.Live, map[string]any{"to": msgAwake(t), "body": "from the agent"})["message_id"].(string)
 	msgWait(t, s, tn.Live, id, "delivered")
 	if !strings.Contains(out.String(), `"sent":"`+id+`"`) {
@@ -1229,7 +1229,7 @@ func TestPhoneAgentCommand(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatalf("phone-agent: %v", err)
 	}
-	// Again, with the pairing it kept and no code.
+	// Again, with the pairing it kept: no code, no URL.
 	_, _, stop = start()
 	id = msgSend(t, s, tn.Live, map[string]any{"to": msgAwake(t), "body": "after a restart"})["message_id"].(string)
 	msgWait(t, s, tn.Live, id, "delivered")
@@ -1316,18 +1316,40 @@ func TestDeviceSuspendedTenant(t *testing.T) {
 func TestPhoneAgentSafety(t *testing.T) {
 	t.Parallel()
 	for url, ok := range map[string]bool{
-		"http://sms.example.com/api/mobile/v1":  false,
-		"http://10.0.0.5:8080/api/mobile/v1":    false,
-		"ftp://sms.example.com/api/mobile/v1":   false,
-		"sms.example.com/api/mobile/v1":         false,
-		"https://sms.example.com/api/mobile/v1": true,
-		"http://127.0.0.1:8080/api/mobile/v1":   true,
-		"http://[::1]:8080/api/mobile/v1":       true,
-		"http://localhost:8080/api/mobile/v1":   true,
+		"http://sms.example.com/api/mobile/v1":              false,
+		"http://10.0.0.5:8080/api/mobile/v1":                false,
+		"ftp://sms.example.com/api/mobile/v1":               false,
+		"sms.example.com/api/mobile/v1":                     false,
+		"https://sms.example.com/api/mobile/v1":             true,
+		"https://sms.example.com/api/mobile/v1/":            true,
+		"https://sms.example.com/switchboard/api/mobile/v1": true, // behind a proxy's prefix
+		"http://127.0.0.1:8080/api/mobile/v1":               true,
+		"http://[::1]:8080/api/mobile/v1":                   true,
+		"http://localhost:8080/api/mobile/v1":               true,
+		"http://127.0.0.1:8080":                             false,
+		"https://sms.example.com/":                          false,
+		"https://sms.example.com/api/mobile":                false,
+		"https://sms.example.com/api/mobile/v1/device":      false,
+		"https://sms.example.com/api/mobile/v1?x=1":         false,
 	} {
 		if err := checkAgentURL(url); (err == nil) != ok {
 			t.Errorf("--url %s: %v, want accepted %v", url, err, ok)
 		}
+	}
+	// The server's own address: the error says what to type.
+	if err := checkAgentURL("http://127.0.0.1:8080"); err == nil || !strings.Contains(err.Error(), "try http://127.0.0.1:8080/api/mobile/v1") {
+		t.Errorf("--url without the device API's path: %v, want the URL to try", err)
+	}
+	var errOut bytes.Buffer
+	if err := phoneAgentCmd(context.Background(), []string{"--code", "12345678"}, noEnv, strings.NewReader(""), io.Discard, &errOut); err == nil ||
+		!strings.Contains(err.Error(), "--url is required") {
+		t.Errorf("phone-agent without --url or --state: %v", err)
+	}
+	// --help tells what can be typed into it.
+	var help bytes.Buffer
+	if err := run(context.Background(), []string{"phone-agent", "--help"}, noEnv, &help, &errOut); err != nil ||
+		!strings.Contains(help.String(), "Typed on its standard input") || !strings.Contains(help.String(), "NUMBER TEXT") {
+		t.Errorf("phone-agent --help: %v\n%s", err, help.String())
 	}
 	err := phoneAgentCmd(context.Background(), []string{"--url", "http://sms.example.com/api/mobile/v1", "--code", "12345678"}, noEnv, strings.NewReader(""), io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "https://") {

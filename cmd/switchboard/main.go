@@ -49,7 +49,7 @@ Usage:
   switchboard backup --to FILE                    a consistent copy of a live SQLite database
   switchboard restore --from FILE [--force]       put a backup back (serve stopped)
   switchboard version                             version, commit and database schema version
-  switchboard phone-agent --url URL --code CODE   a reference Android device (see docs/phones.md)
+  switchboard phone-agent --url URL --code CODE [--state FILE]   a reference Android device (see docs/phones.md)
   switchboard bench [flags]                       benchmark against a bare net/http handler
                         [--scenario send --nodes 1,2,3 --database postgres://...]   on several nodes
 

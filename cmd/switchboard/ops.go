@@ -336,6 +336,13 @@ func keyCreate(ctx context.Context, args []string, getenv func(string) string, s
 	return printJSON(stdout, out)
 }
 
+// noLinks is the carrier links' state as the operator commands know it:
+// they hold no link, so none is up here and they print a carrier phone
+// offline, whatever serve's link does (GET /v1/phones shows that).
+type noLinks struct{}
+
+func (noLinks) LinkUp(string) bool { return false }
+
 func phoneCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	sub, err := subcommand("phone", args, stdout, "add", "list", "offline", "online", "delete")
 	if err != nil {
@@ -408,7 +415,7 @@ func phoneCmd(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 	}
-	routing, now := sb.Routing{OfflineAfter: *offlineAfter}, time.Now()
+	routing, now := sb.Routing{OfflineAfter: *offlineAfter, Links: noLinks{}}, time.Now()
 	switch sub {
 	case "add":
 		if err := ops.AddPhone(ctx, db, p); err != nil {
@@ -416,6 +423,9 @@ func phoneCmd(ctx context.Context, args []string, getenv func(string) string, st
 				return fmt.Errorf("phone add: %w", err)
 			}
 			return err
+		}
+		if p.Link != "" {
+			fmt.Fprintf(stderr, "phone add: the phone takes messages while serve's link %q is up: GET /v1/phones shows its status\n", p.Link)
 		}
 		return printJSON(stdout, httpapi.ToPhoneJSON(p, routing, now))
 	case "list":
