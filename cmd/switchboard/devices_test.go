@@ -1211,7 +1211,14 @@ func TestPhoneAgentCommand(t *testing.T) {
 		go func() {
 			done <- phoneAgentCmd(ctx, append([]string{"--state", state}, args...), noEnv, pr, out, io.Discard)
 		}()
-		eventually(t, 30*time.Second, "the agent to pair", func() bool { return strings.Contains(out.String(), `"status":"paired"`) })
+		eventually(t, 30*time.Second, "the agent to pair", func() bool {
+			select {
+			case err := <-done:
+				t.Fatalf("phone-agent %s: %v", strings.Join(args, " "), err)
+			default:
+			}
+			return strings.Contains(out.String(), `"status":"paired"`)
+		})
 		return out, pw, func() error { cancel(); pw.Close(); return <-done }
 	}
 	out, in, stop := start("--url", devURL(s), "--code", code)
