@@ -60,6 +60,25 @@ type Config struct {
 	// was lost waits for a receipt that shows the SMSC has it before it is
 	// written again (default 30; see docs/carriers.md).
 	InDoubtResendAfter int `json:"in_doubt_resend_after"`
+	// TLS binds over TLS (SMPP over TLS), checking the SMSC's certificate.
+	TLS bool `json:"tls"`
+	// EnquireLink is how often, in seconds, the link checks that the bind
+	// is alive (default 30).
+	EnquireLink int `json:"enquire_link"`
+	// DataCoding is the data_coding of GSM-7 texts: 0 (the SMSC's default
+	// alphabet, the default) or 1 (IA5/ASCII, which some SMSCs read as
+	// GSM-7). UCS-2 texts are always 8.
+	DataCoding *int `json:"data_coding"`
+	// SourceTON, SourceNPI, DestTON and DestNPI override the addresses'
+	// type of number and numbering plan (default 1 and 1: international,
+	// E.164).
+	SourceTON *int `json:"source_ton"`
+	SourceNPI *int `json:"source_npi"`
+	DestTON   *int `json:"dest_ton"`
+	DestNPI   *int `json:"dest_npi"`
+	// UDH16 writes 16-bit concatenation references (IEI 0x08) instead of
+	// 8-bit ones.
+	UDH16 bool `json:"udh16"`
 
 	// Twilio.
 	BaseURL      string `json:"base_url"`
@@ -75,9 +94,15 @@ type Config struct {
 // DefaultWindow is the default of Config.Window.
 const DefaultWindow = 10
 
+// DefaultInDoubtResendAfter is the default of Config.InDoubtResendAfter:
+// 10 minutes, time enough for the receipt of a part the SMSC took to come
+// on the next bind.
+const DefaultInDoubtResendAfter = 600
+
 // fields lists the fields each type of link may have.
 var fields = map[string][]string{
-	TypeSMPP:   {"name", "type", "tps", "window", "addr", "system_id", "password_env", "system_type", "in_doubt_resend_after"},
+	TypeSMPP: {"name", "type", "tps", "window", "addr", "system_id", "password_env", "system_type", "in_doubt_resend_after",
+		"tls", "enquire_link", "data_coding", "source_ton", "source_npi", "dest_ton", "dest_npi", "udh16"},
 	TypeTwilio: {"name", "type", "tps", "window", "base_url", "account_sid", "auth_token_env"},
 }
 
@@ -228,7 +253,22 @@ func (c *Config) check(getenv func(string) string) error {
 			return errors.New("in_doubt_resend_after must be a whole number of seconds >= 0")
 		}
 		if c.InDoubtResendAfter == 0 {
-			c.InDoubtResendAfter = 30
+			c.InDoubtResendAfter = DefaultInDoubtResendAfter
+		}
+		if c.EnquireLink < 0 || c.EnquireLink > 3600 {
+			return errors.New("enquire_link must be a whole number of seconds from 1 to 3600 (0 or absent: 30)")
+		}
+		if c.DataCoding != nil && *c.DataCoding != 0 && *c.DataCoding != 1 {
+			return errors.New("data_coding must be 0 (the SMSC's default alphabet, GSM 03.38) or 1 (IA5), the data_coding of GSM-7 texts")
+		}
+		for _, f := range []struct {
+			name string
+			v    *int
+			max  int
+		}{{"source_ton", c.SourceTON, 6}, {"source_npi", c.SourceNPI, 18}, {"dest_ton", c.DestTON, 6}, {"dest_npi", c.DestNPI, 18}} {
+			if f.v != nil && (*f.v < 0 || *f.v > f.max) {
+				return fmt.Errorf("%s must be a whole number from 0 to %d (SMPP 3.4 5.2.5, 5.2.6)", f.name, f.max)
+			}
 		}
 		c.Password, err = secret("password_env", c.PasswordEnv, false)
 	case TypeTwilio:

@@ -24,7 +24,7 @@ func TestParseContractExample(t *testing.T) {
 	}
 	s, tw := links[0], links[1]
 	if s.Name != "carrier1" || s.Type != TypeSMPP || s.Addr != "smsc.example:2775" || s.TPS != 50 || s.Window != 10 ||
-		s.Password.Reveal() != "pw-secret" || s.InDoubtResendAfter != 30 {
+		s.Password.Reveal() != "pw-secret" || s.InDoubtResendAfter != 600 {
 		t.Errorf("smpp link: %+v", s)
 	}
 	if tw.BaseURL != "https://api.twilio.com" || tw.AuthToken.Reveal() != "tok-secret" || tw.Window != DefaultWindow || tw.TPS != 10 {

@@ -27,7 +27,11 @@ package smpp
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -58,9 +62,16 @@ type Options struct {
 	// BindTimeout bounds a connect and bind (default 10s).
 	BindTimeout time.Duration
 	// BackoffMin and BackoffMax bound the wait between two binds (default
-	// 1s doubling to 60s, with jitter), and ThrottleMin the first pause
-	// after an ESME_RTHROTTLED (default 1s, doubling to 30s).
-	BackoffMin, BackoffMax, ThrottleMin time.Duration
+	// 1s doubling to 60s, with jitter), StableAfter is how long a bind
+	// must stay up for the next drop to start again from BackoffMin
+	// (default 60s), and ThrottleMin the first pause after an
+	// ESME_RTHROTTLED (default 1s, doubling to 60s).
+	BackoffMin, BackoffMax, StableAfter, ThrottleMin time.Duration
+	// Now and Sleep are the clock of the re-bind back-off (default
+	// time.Now, and a timer that ends early when ctx does, reporting
+	// false); tests replace them to run minutes of back-off at once.
+	Now   func() time.Time
+	Sleep func(ctx context.Context, d time.Duration) bool
 	// MaxHeld is the most messages the link holds in memory; more are put
 	// off (sb.Deferred) and stay queued in the store. Default 10,000.
 	MaxHeld int
@@ -71,8 +82,11 @@ type Options struct {
 	// is recorded as written, i.e. in doubt (default 50ms): a part the
 	// SMSC answers sooner costs no write.
 	MarkAfter time.Duration
-	Metrics   *carrier.Metrics
-	Log       *slog.Logger
+	// RootCAs verifies the SMSC's certificate on a link with tls: true
+	// (default: the system's roots).
+	RootCAs *x509.CertPool
+	Metrics *carrier.Metrics
+	Log     *slog.Logger
 }
 
 func (o *Options) defaults() {
@@ -86,7 +100,14 @@ func (o *Options) defaults() {
 	def(&o.BindTimeout, 10*time.Second)
 	def(&o.BackoffMin, time.Second)
 	def(&o.BackoffMax, 60*time.Second)
+	def(&o.StableAfter, 60*time.Second)
 	def(&o.ThrottleMin, time.Second)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Sleep == nil {
+		o.Sleep = sleep
+	}
 	def(&o.ConcatTimeout, 60*time.Second)
 	def(&o.MarkAfter, 50*time.Millisecond)
 	if o.MaxHeld <= 0 {
@@ -195,6 +216,39 @@ func (l *Link) Up() bool {
 	return l.sess != nil
 }
 
+// sleep waits d, or until ctx ends (false).
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// backoff is the wait between two binds: from min, doubling to max, each
+// wait drawn between half of it and all of it so that nodes do not bind
+// in step. Only a bind that stayed up (see Options.StableAfter) starts it
+// again from min: an SMSC that accepts each bind and drops it at once
+// sees the waits grow.
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+// next returns the wait before the next bind, and doubles the one after.
+func (b *backoff) next() time.Duration {
+	if b.cur < b.min {
+		b.cur = b.min
+	}
+	d := b.cur
+	b.cur = min(b.cur*2, b.max)
+	return d/2 + rand.N(d/2+1)
+}
+
+func (b *backoff) reset() { b.cur = b.min }
+
 func signal(c chan struct{}) {
 	select {
 	case c <- struct{}{}:
@@ -256,20 +310,23 @@ func (l *Link) Run(ctx context.Context) {
 		stopBg()
 		wg.Wait()
 	}()
-	backoff := l.opt.BackoffMin
-	for ctx.Err() == nil {
+	bo := backoff{min: l.opt.BackoffMin, max: l.opt.BackoffMax}
+	for first := true; ctx.Err() == nil; first = false {
+		if !first {
+			// Never at once after a drop, an unbind or a refusal: an SMSC
+			// locks out a client that binds in a loop.
+			if !l.opt.Sleep(ctx, bo.next()) {
+				return
+			}
+		}
 		conn, err := l.bind(ctx)
 		if err != nil {
-			wait := backoff/2 + rand.N(backoff/2+1)
-			l.log.Warn("SMPP bind failed; binding again", "addr", l.cfg.Addr, "err", err.Error(), "retry_in", wait.String())
-			select {
-			case <-ctx.Done():
-			case <-time.After(wait):
+			if ctx.Err() == nil {
+				l.log.Warn("SMPP bind failed; binding again after a back-off", "addr", l.cfg.Addr, "err", err.Error(), "retry_in", bo.cur.String())
 			}
-			backoff = min(backoff*2, l.opt.BackoffMax)
 			continue
 		}
-		backoff = l.opt.BackoffMin
+		upAt := l.opt.Now()
 		s := newSession(l, conn)
 		l.mu.Lock()
 		l.sess = s
@@ -279,30 +336,108 @@ func (l *Link) Run(ctx context.Context) {
 		signal(l.wake)
 		reason := s.run(ctx)
 		l.down(s)
+		if l.opt.Now().Sub(upAt) >= l.opt.StableAfter {
+			bo.reset()
+		}
 		if ctx.Err() == nil {
-			l.log.Warn("SMPP link down", "addr", l.cfg.Addr, "reason", reason)
+			l.log.Warn("SMPP link down", "addr", l.cfg.Addr, "reason", reason, "retry_in", bo.cur.String())
 		}
 	}
 }
 
-// bind dials the SMSC and binds as a transceiver within BindTimeout.
-func (l *Link) bind(ctx context.Context) (*gosmpp.Connection, error) {
-	dialer := func(addr string) (net.Conn, error) {
-		d := net.Dialer{Timeout: l.opt.BindTimeout}
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return nil, err
-		}
-		c.SetDeadline(time.Now().Add(l.opt.BindTimeout)) // the bind must answer in time
-		return c, nil
+// BindError is a bind the SMSC refused, with its command_status.
+type BindError struct{ Status data.CommandStatusType }
+
+func (e BindError) Error() string {
+	return fmt.Sprintf("the SMSC refused the bind: %s", statusText(e.Status))
+}
+
+// statusText names a command_status: "ESME_RINVPASWD (0x0000000E: Invalid
+// Password)", or its hex for a status SMPP 3.4 does not define (a vendor's).
+func statusText(st data.CommandStatusType) string {
+	name := st.String()
+	if strings.HasPrefix(name, "CommandStatusType(") {
+		return fmt.Sprintf("0x%08X (a status SMPP 3.4 does not define)", uint32(st))
 	}
-	conn, err := gosmpp.TRXConnector(dialer, gosmpp.Auth{SMSC: l.cfg.Addr, SystemID: l.cfg.SystemID,
-		Password: l.cfg.Password.Reveal(), SystemType: l.cfg.SystemType}).Connect()
+	return fmt.Sprintf("%s (0x%08X: %s)", name, uint32(st), st.Desc())
+}
+
+// statusName is the name of a command_status, or its hex when SMPP 3.4
+// does not define it.
+func statusName(st data.CommandStatusType) string {
+	name := st.String()
+	if strings.HasPrefix(name, "CommandStatusType(") {
+		return fmt.Sprintf("0x%08X", uint32(st))
+	}
+	return name
+}
+
+// bind dials the SMSC and binds as a transceiver within BindTimeout. It
+// reads the bind_transceiver_resp itself: SMPP 3.4 lets an SMSC refuse a
+// bind with the header alone (no system_id), which gosmpp's parser takes
+// for a truncated PDU.
+func (l *Link) bind(ctx context.Context) (*gosmpp.Connection, error) {
+	dctx, cancel := context.WithTimeout(ctx, l.opt.BindTimeout)
+	defer cancel()
+	var nc net.Conn
+	var err error
+	if l.cfg.TLS {
+		d := tls.Dialer{Config: &tls.Config{ServerName: hostOf(l.cfg.Addr), MinVersion: tls.VersionTLS12, RootCAs: l.opt.RootCAs}}
+		nc, err = d.DialContext(dctx, "tcp", l.cfg.Addr)
+	} else {
+		var d net.Dialer
+		nc, err = d.DialContext(dctx, "tcp", l.cfg.Addr)
+	}
 	if err != nil {
 		return nil, err
 	}
-	conn.SetDeadline(time.Time{})
+	nc.SetDeadline(time.Now().Add(l.opt.BindTimeout)) // the bind must answer in time
+	conn := gosmpp.NewConnection(nc)
+	req := pdu.NewBindRequest(pdu.Transceiver)
+	req.SystemID, req.Password, req.SystemType = l.cfg.SystemID, l.cfg.Password.Reveal(), l.cfg.SystemType
+	if _, err := conn.WritePDU(req); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	for {
+		var head [16]byte
+		if _, err := io.ReadFull(conn, head[:]); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("reading the bind's answer: %w", err)
+		}
+		h := pdu.ParseHeader(head)
+		if h.CommandLength < 16 || h.CommandLength > data.MAX_PDU_LEN {
+			conn.Close()
+			return nil, errors.New("the SMSC answered the bind with a malformed PDU")
+		}
+		body := make([]byte, h.CommandLength-16)
+		if _, err := io.ReadFull(conn, body); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("reading the bind's answer: %w", err)
+		}
+		if h.CommandID != data.BIND_TRANSCEIVER_RESP && h.CommandID != data.GENERIC_NACK {
+			continue // something before the answer (an enquire_link, say)
+		}
+		if h.CommandStatus != data.ESME_ROK {
+			conn.Close()
+			return nil, BindError{Status: h.CommandStatus}
+		}
+		if h.CommandID == data.GENERIC_NACK {
+			conn.Close()
+			return nil, errors.New("the SMSC answered the bind with generic_nack")
+		}
+		break
+	}
+	nc.SetDeadline(time.Time{})
 	return conn, nil
+}
+
+func hostOf(addr string) string {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return h
 }
 
 // down takes the link down after session s ended: what s had outstanding

@@ -8,6 +8,7 @@ package smsc
 
 import (
 	"bufio"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"strings"
@@ -50,13 +51,46 @@ type Action struct {
 	// submit_sm never arrived.
 	Drop, Lose bool
 	// Stat and Err are those of the receipt (default DELIVRD, 000);
-	// NoReceipt sends none.
-	Stat, Err string
-	NoReceipt bool
+	// NoReceipt sends none. TLVStat, when set, is the receipt's
+	// message_state TLV while its text says Stat (an SMSC whose two
+	// disagree: the TLV is the one to believe).
+	Stat, Err, TLVStat string
+	NoReceipt          bool
+}
+
+// BindAction is what the SMSC does with a bind_transceiver.
+type BindAction struct {
+	// Refuse answers with this command_status instead of the checks of
+	// SystemID and Password; HeaderOnly writes that answer as a header
+	// alone, without a body, as SMPP 3.4 allows for a refusal.
+	Refuse     data.CommandStatusType
+	HeaderOnly bool
+	// Drop closes the connection right after an accepting bind_resp;
+	// Unbind sends an unbind instead.
+	Drop, Unbind bool
 }
 
 // Server is the SMSC. Set its fields before Start.
 type Server struct {
+	// OnBind decides what to do with the n-th bind_transceiver (n from 1;
+	// nil: check SystemID and Password, and serve).
+	OnBind func(n int) BindAction
+	// NextID gives the message_id of the n-th accepted submit_sm (n from
+	// 1; default: n+0x1000 in upper-case hex). An SMSC that reuses ids
+	// returns one it gave before.
+	NextID func(n uint64) string
+	// ReceiptID writes a receipt's id as the SMSC puts it in the text and
+	// in receipted_message_id (default: as given; see DecimalReceiptIDs).
+	// E.g. PadDecimal for the zero-padded 10-digit form of SMPP 3.4
+	// Appendix B.
+	ReceiptID func(id string) string
+	// StateOnlyInTLV leaves stat: and err: out of a receipt's text: the
+	// state is only in the message_state TLV (implies ReceiptTLVs).
+	StateOnlyInTLV bool
+	// Log, when set, is told every PDU the SMSC reads ("<") and writes
+	// (">").
+	Log func(dir string, p pdu.PDU)
+
 	SystemID, Password string
 	// OnSubmit decides what to do with each submit_sm (nil: accept it and
 	// send a DELIVRD receipt). SetOnSubmit changes it while serving.
@@ -70,9 +104,10 @@ type Server struct {
 	// submit_sm_resp gave it in hex, as some SMSCs do.
 	DecimalReceiptIDs bool
 
-	ln     net.Listener
-	nextID atomic.Uint64
-	binds  atomic.Int64
+	ln       net.Listener
+	nextID   atomic.Uint64
+	binds    atomic.Int64
+	bindReqs atomic.Int64
 
 	mu       sync.Mutex
 	conns    map[*conn]bool
@@ -217,7 +252,7 @@ func (s *Server) accept() {
 		if err != nil {
 			return
 		}
-		c := &conn{srv: s, nc: nc, w: bufio.NewWriterSize(nc, 64<<10), out: make(chan pdu.PDU, 4096), done: make(chan struct{}),
+		c := &conn{srv: s, nc: nc, w: bufio.NewWriterSize(nc, 64<<10), out: make(chan outItem, 4096), done: make(chan struct{}),
 			inflight: map[int32]*deliver{}}
 		s.mu.Lock()
 		if s.closed {
@@ -237,7 +272,7 @@ type conn struct {
 	srv   *Server
 	nc    net.Conn
 	w     *bufio.Writer
-	out   chan pdu.PDU
+	out   chan outItem
 	done  chan struct{}
 	once  sync.Once
 	bound atomic.Bool
@@ -268,9 +303,63 @@ func (c *conn) close() {
 	})
 }
 
-func (c *conn) send(p pdu.PDU) bool {
+// PadDecimal writes a hex id as SMPP 3.4 Appendix B's zero-padded
+// 10-digit decimal ("1A2B" as "0000006699"), for Server.ReceiptID.
+func PadDecimal(id string) string {
+	var v uint64
+	if _, err := fmt.Sscanf(id, "%x", &v); err != nil {
+		return id
+	}
+	return fmt.Sprintf("%010d", v)
+}
+
+// headerOnly is the 16-octet header of p, alone.
+func headerOnly(p pdu.PDU) []byte {
+	h := p.GetHeader()
+	b := make([]byte, 16)
+	binary.BigEndian.PutUint32(b, 16)
+	binary.BigEndian.PutUint32(b[4:], uint32(h.CommandID))
+	binary.BigEndian.PutUint32(b[8:], uint32(h.CommandStatus))
+	binary.BigEndian.PutUint32(b[12:], uint32(h.SequenceNumber))
+	return b
+}
+
+func (c *conn) log(dir string, p pdu.PDU) {
+	if c.srv.Log != nil {
+		c.srv.Log(dir, p)
+	}
+}
+
+// sendRaw writes bytes as they are (a header-only PDU), after what is
+// queued.
+func (c *conn) sendRaw(b []byte) bool {
 	select {
-	case c.out <- p:
+	case c.out <- outItem{raw: b}:
+		return true
+	case <-c.done:
+		return false
+	}
+}
+
+// outItem is a PDU to write, or bytes to write as they are.
+type outItem struct {
+	p   pdu.PDU
+	raw []byte
+}
+
+func (o outItem) bytes() []byte {
+	if o.raw != nil {
+		return o.raw
+	}
+	buf := pdu.NewBuffer(make([]byte, 0, 128))
+	o.p.Marshal(buf)
+	return buf.Bytes()
+}
+
+func (c *conn) send(p pdu.PDU) bool {
+	c.log(">", p)
+	select {
+	case c.out <- outItem{p: p}:
 		return true
 	case <-c.done:
 		return false
@@ -279,16 +368,14 @@ func (c *conn) send(p pdu.PDU) bool {
 
 func (c *conn) writeLoop() {
 	for {
-		var p pdu.PDU
+		var p outItem
 		select {
 		case p = <-c.out:
 		case <-c.done:
 			return
 		}
 		for {
-			buf := pdu.NewBuffer(make([]byte, 0, 128))
-			p.Marshal(buf)
-			if _, err := c.w.Write(buf.Bytes()); err != nil {
+			if _, err := c.w.Write(p.bytes()); err != nil {
 				c.close()
 				return
 			}
@@ -315,22 +402,44 @@ func (c *conn) readLoop() {
 		if err != nil {
 			return
 		}
+		c.log("<", p)
 		switch p := p.(type) {
 		case *pdu.BindRequest:
+			var act BindAction
+			n := int(s.bindReqs.Add(1))
+			if s.OnBind != nil {
+				act = s.OnBind(n)
+			}
 			resp := pdu.NewBindResp(*p)
 			resp.SystemID = "smsc"
-			if p.BindingType != pdu.Transceiver {
+			switch {
+			case act.Refuse != data.ESME_ROK:
+				resp.CommandStatus = act.Refuse
+			case p.BindingType != pdu.Transceiver:
 				resp.CommandStatus = data.ESME_RINVCMDID
-			} else if (s.SystemID != "" && p.SystemID != s.SystemID) || (s.Password != "" && p.Password != s.Password) {
+			case (s.SystemID != "" && p.SystemID != s.SystemID) || (s.Password != "" && p.Password != s.Password):
 				resp.CommandStatus = data.ESME_RINVPASWD
 			}
-			c.send(resp)
+			if resp.CommandStatus != data.ESME_ROK && act.HeaderOnly {
+				c.log(">", resp)
+				c.sendRaw(headerOnly(resp))
+			} else {
+				c.send(resp)
+			}
 			if resp.CommandStatus != data.ESME_ROK {
 				time.Sleep(20 * time.Millisecond)
 				return
 			}
 			c.n = int(s.binds.Add(1))
 			c.sys = p.SystemID
+			if act.Drop {
+				time.Sleep(20 * time.Millisecond)
+				return
+			}
+			if act.Unbind {
+				c.send(pdu.NewUnbind())
+				continue // the ESME answers unbind_resp, then the SMSC closes
+			}
 			c.bound.Store(true)
 			s.kick()
 		case *pdu.SubmitSM:
@@ -356,6 +465,8 @@ func (c *conn) readLoop() {
 		case *pdu.Unbind:
 			c.send(p.GetResponse())
 			time.Sleep(20 * time.Millisecond)
+			return
+		case *pdu.UnbindResp:
 			return
 		case *pdu.EnquireLinkResp, *pdu.GenericNack:
 		default:
@@ -389,7 +500,12 @@ func (c *conn) submit(p *pdu.SubmitSM) bool {
 		return false
 	}
 	if act.Status == data.ESME_ROK {
-		sub.ID = fmt.Sprintf("%X", s.nextID.Add(1)+0x1000)
+		n := s.nextID.Add(1)
+		if s.NextID != nil {
+			sub.ID = s.NextID(n)
+		} else {
+			sub.ID = fmt.Sprintf("%X", n+0x1000)
+		}
 	}
 	s.mu.Lock()
 	s.submits = append(s.submits, sub)
@@ -409,7 +525,7 @@ func (c *conn) submit(p *pdu.SubmitSM) bool {
 			if errc == "" {
 				errc = "000"
 			}
-			s.queue(&deliver{p: s.receipt(sub, stat, errc), what: "receipt", sys: c.sys})
+			s.queue(&deliver{p: s.receipt(sub, stat, errc, act.TLVStat), what: "receipt", sys: c.sys})
 		}
 	}
 	if act.Drop {
@@ -451,7 +567,7 @@ func (c *conn) submit(p *pdu.SubmitSM) bool {
 var stateOf = map[string]byte{"ENROUTE": 1, "DELIVRD": 2, "EXPIRED": 3, "DELETED": 4, "UNDELIV": 5, "ACCEPTD": 6, "UNKNOWN": 7, "REJECTD": 8}
 
 // receipt builds the delivery receipt of sub (SMPP 3.4 Appendix B).
-func (s *Server) receipt(sub *Submit, stat, errc string) *pdu.DeliverSM {
+func (s *Server) receipt(sub *Submit, stat, errc, tlvStat string) *pdu.DeliverSM {
 	d := pdu.NewDeliverSM().(*pdu.DeliverSM)
 	d.SourceAddr, _ = pdu.NewAddressWithTonNpiAddr(1, 1, sub.To)
 	d.DestAddr, _ = pdu.NewAddressWithTonNpiAddr(1, 1, sub.From)
@@ -461,6 +577,9 @@ func (s *Server) receipt(sub *Submit, stat, errc string) *pdu.DeliverSM {
 		var v uint64
 		fmt.Sscanf(sub.ID, "%X", &v)
 		id = fmt.Sprint(v)
+	}
+	if s.ReceiptID != nil {
+		id = s.ReceiptID(id)
 	}
 	dlvrd := "000"
 	if stat == "DELIVRD" {
@@ -472,6 +591,9 @@ func (s *Server) receipt(sub *Submit, stat, errc string) *pdu.DeliverSM {
 		text = text[:20]
 	}
 	body := fmt.Sprintf("id:%s sub:001 dlvrd:%s submit date:%s done date:%s stat:%s err:%s text:%s", id, dlvrd, now, now, stat, errc, string(text))
+	if s.StateOnlyInTLV {
+		body = fmt.Sprintf("id:%s sub:001 dlvrd:%s submit date:%s done date:%s text:%s", id, dlvrd, now, now, string(text))
+	}
 	var sm pdu.ShortMessage
 	enc := data.GSM7BIT
 	if len(data.ValidateGSM7String(body)) > 0 {
@@ -483,9 +605,12 @@ func (s *Server) receipt(sub *Submit, stat, errc string) *pdu.DeliverSM {
 	}
 	sm.SetMessageDataWithEncoding(b, enc)
 	d.Message = sm
-	if s.ReceiptTLVs {
+	if tlvStat == "" {
+		tlvStat = stat
+	}
+	if s.ReceiptTLVs || s.StateOnlyInTLV || tlvStat != stat {
 		d.RegisterOptionalParam(pdu.Field{Tag: pdu.TagReceiptedMessageID, Data: append([]byte(id), 0)})
-		d.RegisterOptionalParam(pdu.Field{Tag: pdu.TagMessageStateOption, Data: []byte{stateOf[stat]}})
+		d.RegisterOptionalParam(pdu.Field{Tag: pdu.TagMessageStateOption, Data: []byte{stateOf[tlvStat]}})
 	}
 	return d
 }
