@@ -125,8 +125,7 @@ func (c *carrierTx) apply(ctx context.Context, e *sb.CarrierEvent) error {
 		}
 		return c.adoptOrphan(ctx, e.MessageID, e.Part)
 	case sb.CarrierAccepted:
-		if _, err := c.tx.exec(ctx, `INSERT INTO carrier_ids (link, external_id, message_id, part) VALUES (?, ?, ?, ?) ON CONFLICT (link, external_id) DO NOTHING`,
-			c.link, e.ExternalID, e.MessageID, e.Part); err != nil {
+		if err := c.keepID(ctx, e.ExternalID, e.MessageID, e.Part, at); err != nil {
 			return err
 		}
 		if e.Parts <= 1 {
@@ -148,17 +147,31 @@ func (c *carrierTx) apply(ctx context.Context, e *sb.CarrierEvent) error {
 				return err
 			}
 		}
-		// A receipt that came first (through another node's bind) waits here.
+		// A receipt that came first (through another node's bind) waits here,
+		// if it is about this message's recipient: the SMSC may have given
+		// the id to another message before.
+		if e.ExternalID == "" {
+			return nil
+		}
 		var state int
-		var reason string
+		var reason, orphanTo string
 		var orphanAt int64
-		err := c.tx.queryRow(ctx, `SELECT state, reason, at FROM carrier_orphans WHERE link = ? AND external_id = ?`, c.link, e.ExternalID).
-			Scan(&state, &reason, &orphanAt)
+		err := c.tx.queryRow(ctx, `SELECT state, reason, at, to_number FROM carrier_orphans WHERE link = ? AND external_id = ?`, c.link, e.ExternalID).
+			Scan(&state, &reason, &orphanAt, &orphanTo)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return err
+		}
+		if orphanTo != "" {
+			var to string
+			if err := c.tx.queryRow(ctx, `SELECT to_number FROM messages WHERE id = ?`, e.MessageID).Scan(&to); err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			if !sameNumber(to, orphanTo) {
+				return nil
+			}
 		}
 		if _, err := c.tx.exec(ctx, `DELETE FROM carrier_orphans WHERE link = ? AND external_id = ?`, c.link, e.ExternalID); err != nil {
 			return err
@@ -232,35 +245,24 @@ func (c *carrierTx) receiptEvent(ctx context.Context, e *sb.CarrierEvent, at tim
 		if n == 0 {
 			return nil
 		}
-		if e.ExternalID != "" {
-			if _, err := c.tx.exec(ctx, `INSERT INTO carrier_ids (link, external_id, message_id, part) VALUES (?, ?, ?, ?) ON CONFLICT (link, external_id) DO NOTHING`,
-				c.link, e.ExternalID, messageID, part); err != nil {
-				return err
-			}
+		if err := c.keepID(ctx, e.ExternalID, messageID, part, at); err != nil {
+			return err
 		}
 		return c.receipt(ctx, messageID, part, e.State, e.Reason, at)
 	}
-	for _, link := range append([]string{c.link}, e.AltLinks...) {
-		for _, id := range append([]string{e.ExternalID}, e.AltIDs...) {
-			var parts sql.NullInt64
-			err := c.tx.queryRow(ctx, `SELECT i.message_id, i.part, p.parts FROM carrier_ids i
-				LEFT JOIN carrier_parts p ON p.message_id = i.message_id AND p.part = i.part
-				WHERE i.link = ? AND i.external_id = ?`, link, id).Scan(&messageID, &part, &parts)
-			if err == nil {
-				return c.receiptOf(ctx, messageID, part, int(parts.Int64), e.State, e.Reason, at)
-			}
-			if !errors.Is(err, sql.ErrNoRows) {
-				return err
-			}
-		}
+	found, err := c.findID(ctx, e)
+	if err != nil {
+		return err
+	}
+	if found != nil {
+		return c.receiptOf(ctx, found.messageID, found.part, found.parts, e.State, e.Reason, at)
 	}
 	ref, err := c.adopt(ctx, e)
 	if err != nil {
 		return err
 	}
 	if ref != nil {
-		if _, err := c.tx.exec(ctx, `INSERT INTO carrier_ids (link, external_id, message_id, part) VALUES (?, ?, ?, ?) ON CONFLICT (link, external_id) DO NOTHING`,
-			c.link, e.ExternalID, ref.MessageID, ref.Part); err != nil {
+		if err := c.keepID(ctx, e.ExternalID, ref.MessageID, ref.Part, at); err != nil {
 			return err
 		}
 		c.res.Adopted = append(c.res.Adopted, *ref)
@@ -275,6 +277,99 @@ func (c *carrierTx) receiptEvent(ctx context.Context, e *sb.CarrierEvent, at tim
 		WHERE carrier_orphans.state = 0`,
 		c.link, e.ExternalID, e.State, e.Reason, sb.Micros(at), e.From, e.To, e.Text)
 	return err
+}
+
+// keepID records that the carrier knows part part of messageID as id. An
+// id the carrier gave before to another message is kept beside it: a
+// receipt tells them apart by its recipient (see findID).
+func (c *carrierTx) keepID(ctx context.Context, id, messageID string, part int, at time.Time) error {
+	if id == "" {
+		return nil
+	}
+	_, err := c.tx.exec(ctx, `INSERT INTO carrier_ids (link, external_id, message_id, part, at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (link, external_id, message_id, part) DO NOTHING`, c.link, id, messageID, part, sb.Micros(at))
+	return err
+}
+
+// idMatch is a part a receipt's id names.
+type idMatch struct {
+	messageID string
+	part      int
+	parts     int // 0: the part has no row
+	final     bool
+	at        int64
+}
+
+// findID finds the part a receipt is about: one the link (or a sibling)
+// knows by the receipt's id, in any of its forms, whose message went to
+// the receipt's source address (its To) when the receipt has one. Of
+// several (an id the carrier reused), one not final yet wins, then the
+// latest recorded. Nil when no part matches.
+func (c *carrierTx) findID(ctx context.Context, e *sb.CarrierEvent) (*idMatch, error) {
+	var best *idMatch
+	for _, link := range append([]string{c.link}, e.AltLinks...) {
+		for _, id := range append([]string{e.ExternalID}, e.AltIDs...) {
+			rows, err := c.tx.query(ctx, `SELECT i.message_id, i.part, i.at, m.to_number, m.status, p.parts, p.state FROM carrier_ids i
+				JOIN messages m ON m.id = i.message_id
+				LEFT JOIN carrier_parts p ON p.message_id = i.message_id AND p.part = i.part
+				WHERE i.link = ? AND i.external_id = ?`, link, id)
+			if err != nil {
+				return nil, err
+			}
+			for rows.Next() {
+				var m idMatch
+				var to, status string
+				var parts sql.NullInt64
+				var state sql.NullString
+				if err := rows.Scan(&m.messageID, &m.part, &m.at, &to, &status, &parts, &state); err != nil {
+					rows.Close()
+					return nil, err
+				}
+				if e.To != "" && !sameNumber(to, e.To) {
+					continue // the id of another message, to another recipient
+				}
+				m.parts = int(parts.Int64)
+				m.final = status == sb.StatusDelivered || status == sb.StatusFailed || state.String == sb.PartDelivered || state.String == sb.PartFailed
+				if best == nil || (best.final && !m.final) || (best.final == m.final && m.at > best.at) {
+					best = &m
+				}
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return nil, err
+			}
+		}
+		if best != nil {
+			return best, nil
+		}
+	}
+	return best, nil
+}
+
+// sameNumber reports whether two phone numbers are the same: the same
+// digits, or, where an SMSC wrote one in a national form, the one's
+// digits ending the other's (at least 7 of them).
+func sameNumber(a, b string) bool {
+	da, db := digitsOf(a), digitsOf(b)
+	if da == "" || db == "" {
+		return a == b
+	}
+	if len(da) < len(db) {
+		da, db = db, da
+	}
+	return da == db || (len(db) >= 7 && strings.HasSuffix(da, db))
+}
+
+func digitsOf(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		} else if r != '+' && r != ' ' && r != '-' {
+			return "" // not a number (an alphanumeric sender)
+		}
+	}
+	return b.String()
 }
 
 // adoptOrphan gives a part just recorded as written (in doubt) the oldest
@@ -315,8 +410,7 @@ func (c *carrierTx) adoptOrphan(ctx context.Context, messageID string, part int)
 	if _, err := c.tx.exec(ctx, `DELETE FROM carrier_orphans WHERE link = ? AND external_id = ?`, c.link, id); err != nil {
 		return err
 	}
-	if _, err := c.tx.exec(ctx, `INSERT INTO carrier_ids (link, external_id, message_id, part) VALUES (?, ?, ?, ?) ON CONFLICT (link, external_id) DO NOTHING`,
-		c.link, id, messageID, part); err != nil {
+	if err := c.keepID(ctx, id, messageID, part, time.Now()); err != nil {
 		return err
 	}
 	c.res.Adopted = append(c.res.Adopted, sb.PartRef{MessageID: messageID, Part: part})

@@ -157,3 +157,62 @@ func TestStoreCarrierRecords(t *testing.T) {
 		}
 	})
 }
+
+// TestStoreCarrierReusedID: an id the carrier gave two messages settles,
+// by the receipt's recipient, each its own; without a recipient, the one
+// not final yet.
+func TestStoreCarrierReusedID(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, url string) {
+		db := openTestDB(t, url)
+		tn := newTestTenant(t, db, "scale")
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		ph := &sb.Phone{ID: sb.NewID(), TenantID: tn.ID, Number: "+15551239002", Kind: sb.PhoneSMPP, Link: "c1", Channels: []string{sb.ChannelSMS},
+			Status: sb.PhoneOnline, CreatedAt: now}
+		if err := db.AddPhone(bg, ph, nil); err != nil {
+			t.Fatal(err)
+		}
+		send := func(to string) string {
+			t.Helper()
+			m := &sb.Message{ID: sb.NewID(), TenantID: tn.ID, Env: sb.Live, Direction: sb.Outbound, To: to, Body: "b", Channel: sb.ChannelSMS,
+				Status: sb.StatusQueued, CreatedAt: time.Now().UTC()}
+			if err := db.AcceptSend(bg, &sb.Send{Message: m, From: ph.Number}); err != nil {
+				t.Fatal(err)
+			}
+			return m.ID
+		}
+		record := func(evs ...sb.CarrierEvent) {
+			t.Helper()
+			if _, err := db.RecordCarrier(bg, "c1", evs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		status := func(id string) string {
+			t.Helper()
+			m, err := db.Message(bg, tn.ID, sb.Live, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m.Status
+		}
+		at := time.Now().UTC()
+		x, y, z := send("+15005550001"), send("+15005550002"), send("+15005550003")
+		record(sb.CarrierEvent{Kind: sb.CarrierAccepted, MessageID: x, Parts: 1, ExternalID: "7", At: at},
+			sb.CarrierEvent{Kind: sb.CarrierAccepted, MessageID: y, Parts: 1, ExternalID: "7", At: at.Add(time.Millisecond)})
+		record(sb.CarrierEvent{Kind: sb.CarrierReceipt, ExternalID: "7", State: sb.ReceiptDelivered, From: ph.Number, To: "+15005550001", At: at})
+		if status(x) != sb.StatusDelivered || status(y) != sb.StatusSent {
+			t.Fatalf("x %s, y %s: want delivered, sent", status(x), status(y))
+		}
+		// A receipt without addresses: the part not final yet.
+		record(sb.CarrierEvent{Kind: sb.CarrierReceipt, ExternalID: "7", State: sb.ReceiptFailed, Reason: "r", At: at})
+		if status(x) != sb.StatusDelivered || status(y) != sb.StatusFailed {
+			t.Fatalf("x %s, y %s: want delivered, failed", status(x), status(y))
+		}
+		// A receipt kept for an unknown id goes to no message to another
+		// recipient when that id comes.
+		record(sb.CarrierEvent{Kind: sb.CarrierReceipt, ExternalID: "8", State: sb.ReceiptDelivered, From: ph.Number, To: "+15005550009", At: at})
+		record(sb.CarrierEvent{Kind: sb.CarrierAccepted, MessageID: z, Parts: 1, ExternalID: "8", At: at})
+		if status(z) != sb.StatusSent {
+			t.Fatalf("z %s: a receipt about another recipient settled it", status(z))
+		}
+	})
+}

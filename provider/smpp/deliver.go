@@ -41,16 +41,7 @@ func (l *Link) deliverSM(s *session, p *pdu.DeliverSM) {
 	now := time.Now().UTC()
 	switch p.EsmClass & esmTypeMask {
 	case esmReceipt, esmIntermediateNote:
-		r, _ := ParseReceipt(text)
-		if f, ok := p.OptionalParameters[pdu.TagReceiptedMessageID]; ok {
-			r.ID = strings.TrimRight(string(f.Data), "\x00")
-		}
-		if f, ok := p.OptionalParameters[pdu.TagMessageStateOption]; ok && len(f.Data) == 1 && r.Stat == "" {
-			r.Stat = statOfState(f.Data[0])
-		}
-		if f, ok := p.OptionalParameters[pdu.TagNetworkErrorCode]; ok && len(f.Data) == 3 && r.Err == "" {
-			r.Err = fmt.Sprintf("%03d", binary.BigEndian.Uint16(f.Data[1:]))
-		}
+		r := receiptOf(p, text)
 		state, reason, known := r.Outcome()
 		if r.ID == "" {
 			l.log.Warn("SMPP receipt without a message id: ignored", "stat", r.Stat)
@@ -61,7 +52,12 @@ func (l *Link) deliverSM(s *session, p *pdu.DeliverSM) {
 			l.log.Warn("SMPP receipt with a stat SMPP 3.4 does not define: kept as not final", "stat", r.Stat, "id", r.ID)
 		}
 		l.opt.Metrics.Receipt(l.cfg.Name, state)
-		l.record(recEvent{ev: sb.CarrierEvent{Kind: sb.CarrierReceipt, ExternalID: r.ID, AltIDs: altIDs(r.ID), AltLinks: l.siblings, State: state, Reason: reason,
+		id := normID(r.ID)
+		alts := altIDs(id)
+		if raw := strings.TrimSpace(r.ID); raw != id {
+			alts = append(alts, raw) // as recorded before ids were normalised
+		}
+		l.record(recEvent{ev: sb.CarrierEvent{Kind: sb.CarrierReceipt, ExternalID: id, AltIDs: alts, AltLinks: l.siblings, State: state, Reason: reason,
 			From: address(p.DestAddr), To: address(p.SourceAddr), Text: r.Text, At: now}, acks: []ackRef{ack}})
 	default:
 		from, to := address(p.SourceAddr), address(p.DestAddr)
@@ -71,6 +67,27 @@ func (l *Link) deliverSM(s *session, p *pdu.DeliverSM) {
 		}
 		l.inbound(from, to, text, now, ack)
 	}
+}
+
+// receiptOf reads a receipt: its text (SMPP 3.4 Appendix B), then the
+// TLVs, which take precedence where the SMSC sends them:
+// receipted_message_id, message_state and network_error_code.
+func receiptOf(p *pdu.DeliverSM, text string) Receipt {
+	r, _ := ParseReceipt(text)
+	if f, ok := p.OptionalParameters[pdu.TagReceiptedMessageID]; ok {
+		if id := strings.TrimRight(string(f.Data), "\x00"); id != "" {
+			r.ID = id
+		}
+	}
+	if f, ok := p.OptionalParameters[pdu.TagMessageStateOption]; ok && len(f.Data) == 1 {
+		if st := statOfState(f.Data[0]); st != "" {
+			r.Stat = st
+		}
+	}
+	if f, ok := p.OptionalParameters[pdu.TagNetworkErrorCode]; ok && len(f.Data) == 3 {
+		r.Err = fmt.Sprintf("%03d", binary.BigEndian.Uint16(f.Data[1:]))
+	}
+	return r
 }
 
 func (l *Link) inbound(from, to, text string, at time.Time, acks ...ackRef) {

@@ -971,7 +971,7 @@ func (s *session) readLoop() {
 			delete(s.outstanding, p.SequenceNumber)
 			l.mu.Unlock()
 			if op != nil {
-				l.answered(s, op, p.CommandStatus, strings.TrimRight(p.MessageID, "\x00"), false)
+				l.answered(s, op, p.CommandStatus, normID(p.MessageID), false)
 			}
 		case *pdu.GenericNack:
 			l.mu.Lock()

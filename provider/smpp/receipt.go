@@ -151,14 +151,28 @@ var statWords = map[string]string{
 	"UNKNOWN": "the SMSC does not know what became of it",
 }
 
+// normID is the form an SMSC's message id is kept and compared in: without
+// spaces and NULs, hex letters in upper case, and without leading zeros
+// (SMPP 3.4 Appendix B writes ids as 10 decimal digits, zero-padded, where
+// the submit_sm_resp may have given "123456"). An id of zeros only is "0".
+func normID(id string) string {
+	id = strings.ToUpper(strings.Trim(id, " \t\r\n\x00"))
+	if t := strings.TrimLeft(id, "0"); t != id {
+		if t == "" {
+			return "0"
+		}
+		id = t
+	}
+	return id
+}
+
 // altIDs returns the other forms an SMSC may give the same message id in
 // a receipt and in its submit_sm_resp: some give one in decimal and the
 // other in hexadecimal.
 func altIDs(id string) []string {
 	var out []string
 	if v, err := strconv.ParseUint(id, 10, 64); err == nil {
-		h := strconv.FormatUint(v, 16)
-		out = append(out, h, strings.ToUpper(h))
+		out = append(out, strings.ToUpper(strconv.FormatUint(v, 16)))
 	}
 	if v, err := strconv.ParseUint(id, 16, 64); err == nil {
 		if d := strconv.FormatUint(v, 10); d != id {

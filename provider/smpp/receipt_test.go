@@ -52,7 +52,7 @@ func TestReceiptOutcome(t *testing.T) {
 }
 
 func TestAltIDs(t *testing.T) {
-	if got := altIDs("255"); len(got) < 2 || got[0] != "ff" || got[1] != "FF" {
+	if got := altIDs("255"); len(got) < 1 || got[0] != "FF" {
 		t.Errorf("altIDs(255) = %v", got)
 	}
 	if got := altIDs("FF"); len(got) != 1 || got[0] != "255" {
@@ -61,6 +61,34 @@ func TestAltIDs(t *testing.T) {
 	if got := altIDs("msg-1"); len(got) != 0 {
 		t.Errorf("altIDs(msg-1) = %v", got)
 	}
+}
+
+func TestNormID(t *testing.T) {
+	for in, want := range map[string]string{
+		"0000123456": "123456", "123456": "123456", "ab12cd\x00": "AB12CD", " 00Ab ": "AB", "0000000000": "0", "": "",
+	} {
+		if got := normID(in); got != want {
+			t.Errorf("normID(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// FuzzNormID: normalising is idempotent, and two ids that differ only in
+// case and leading zeros normalise alike.
+func FuzzNormID(f *testing.F) {
+	for _, s := range []string{"0000123456", "ab12", "00", "x-1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		n := normID(id)
+		if normID(n) != n {
+			t.Fatalf("normID(%q) = %q, normID of that %q", id, n, normID(n))
+		}
+		if n != "" && n != "0" && normID("000"+strings.ToLower(id)) != normID(strings.ToUpper(id)) && !strings.ContainsAny(id, " \t\r\n\x00") {
+			t.Fatalf("%q: padded lower %q, upper %q", id, normID("000"+strings.ToLower(id)), normID(strings.ToUpper(id)))
+		}
+		altIDs(n)
+	})
 }
 
 func FuzzParseReceipt(f *testing.F) {

@@ -56,6 +56,8 @@ type Action struct {
 	// disagree: the TLV is the one to believe).
 	Stat, Err, TLVStat string
 	NoReceipt          bool
+	// ReceiptWait, when set, holds the receipt until it is closed.
+	ReceiptWait <-chan struct{}
 }
 
 // BindAction is what the SMSC does with a bind_transceiver.
@@ -525,7 +527,12 @@ func (c *conn) submit(p *pdu.SubmitSM) bool {
 			if errc == "" {
 				errc = "000"
 			}
-			s.queue(&deliver{p: s.receipt(sub, stat, errc, act.TLVStat), what: "receipt", sys: c.sys})
+			d := &deliver{p: s.receipt(sub, stat, errc, act.TLVStat), what: "receipt", sys: c.sys}
+			if act.ReceiptWait != nil {
+				go func() { <-act.ReceiptWait; s.queue(d) }()
+			} else {
+				s.queue(d)
+			}
 		}
 	}
 	if act.Drop {
