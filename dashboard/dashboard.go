@@ -156,6 +156,7 @@ func (h *Handler) routes() {
 	h.page("GET /phones/{id}", h.phone)
 	h.page("POST /phones/{id}", h.updatePhone)
 	h.page("POST /phones/{id}/pairing", h.pairPhone)
+	h.page("POST /phones/{id}/release", h.releasePhone)
 	h.page("GET /phones/{id}/delete", h.confirmDeletePhone)
 	h.page("POST /phones/{id}/delete", h.deletePhone)
 

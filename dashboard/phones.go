@@ -34,6 +34,23 @@ type phonesView struct {
 type phoneRow struct {
 	*sb.Phone
 	Status string
+	// Trouble is what the phone's health shows wrong (sb.PhoneTrouble);
+	// Limit its effective daily limit today (its warm-up's, during one).
+	Trouble []string
+	Limit   int
+	// WarmupDay is today's day of its warm-up (0 without one).
+	WarmupDay int
+}
+
+func (h *Handler) row(p *sb.Phone, now time.Time) phoneRow {
+	r := phoneRow{Phone: p, Status: h.cfg.Routing.Status(p, now), Limit: p.LimitOn(now)}
+	if p.Status == sb.PhoneOnline {
+		r.Trouble = h.cfg.Routing.Trouble(p, now)
+	}
+	if p.Warmup != nil {
+		r.WarmupDay = p.Warmup.Day(now)
+	}
+	return r
 }
 
 type phoneForm struct {
@@ -59,7 +76,7 @@ func (h *Handler) phoneRows(ctx context.Context, v *visit) ([]phoneRow, error) {
 	}
 	out := make([]phoneRow, len(phones))
 	for i, p := range phones {
-		out[i] = phoneRow{Phone: p, Status: h.cfg.Routing.Status(p, v.now)}
+		out[i] = h.row(p, v.now)
 	}
 	return out, nil
 }
@@ -209,7 +226,8 @@ func (h *Handler) envPhone(ctx context.Context, v *visit, id string) (*phoneRow,
 	if err != nil {
 		return nil, err
 	}
-	return &phoneRow{Phone: ph, Status: h.cfg.Routing.Status(ph, v.now)}, nil
+	row := h.row(ph, v.now)
+	return &row, nil
 }
 
 // phone shows a phone with a form that changes its limits.
@@ -253,6 +271,20 @@ func (h *Handler) updatePhone(w http.ResponseWriter, r *http.Request, v *visit) 
 		return err
 	}
 	return h.redirect(w, r, v, v.base()+"/phones/"+id+"?notice=phone-saved", nil)
+}
+
+// releasePhone brings a quarantined phone back into rotation, as PATCH
+// /v1/phones/{id} {"status": "online"} does.
+func (h *Handler) releasePhone(w http.ResponseWriter, r *http.Request, v *visit) error {
+	if v.env != sb.Live {
+		return errPhonesLive
+	}
+	online := sb.PhoneOnline
+	id := r.PathValue("id")
+	if err := h.cfg.Store.UpdatePhone(r.Context(), v.tenant.ID, id, sb.PhonePatch{Status: &online}); err != nil {
+		return err
+	}
+	return h.redirect(w, r, v, v.base()+"/phones/"+id+"?notice=phone-released", nil)
 }
 
 func (h *Handler) confirmDeletePhone(w http.ResponseWriter, r *http.Request, v *visit) error {

@@ -60,6 +60,17 @@ var funcs = template.FuncMap{
 		return string(r[:n]) + "…"
 	},
 	"join": strings.Join,
+	"troubleText": func(t string) string {
+		switch t {
+		case sb.TroubleLowBattery:
+			return "low battery"
+		case sb.TroubleNoNetwork:
+			return "no network"
+		case sb.TroublePingLate:
+			return "no recent ping"
+		}
+		return t
+	},
 	"dur": func(d time.Duration) string {
 		return strconv.FormatInt(d.Milliseconds(), 10) + " ms"
 	},
@@ -157,6 +168,7 @@ var notices = map[string]string{
 	"contact-saved":     "The contact was saved.",
 	"contact-deleted":   "The contact was deleted.",
 	"phone-saved":       "The phone's limits were saved.",
+	"phone-released":    "The phone is back in rotation.",
 	"phone-deleted":     "The phone was deleted. Its device can no longer connect; its waiting messages go to another phone.",
 }
 

@@ -74,6 +74,13 @@ type Options struct {
 	OnTake func(m smsgateway.MobileMessage, at time.Time)
 	// OnMessage, when set, is called for each message the radio sends.
 	OnMessage func(m smsgateway.MobileMessage)
+	// PingEvery, when set, makes Run post a system:ping (the phone's
+	// health: SetBattery, SetNetwork) at this interval, as the app does at
+	// the interval of its ping setting.
+	PingEvery time.Duration
+	// Battery is the battery level (percent) the pings report until
+	// SetBattery changes it; 0 means 100.
+	Battery int
 }
 
 // FailError is the error reported for a message the radio failed to send.
@@ -100,6 +107,12 @@ type Agent struct {
 	// unreported holds the messages whose last report failed: as the app
 	// does, the agent reports them again (before its next pull).
 	unreported map[string]bool
+	// The health its pings report, and whether its radio fails every send.
+	battery  int
+	charging bool
+	network  int // the app's transport flags: 2 cellular, 4 wifi; 0 none
+	failing  bool
+	failedAt []time.Time // when sends failed, for messages:failed
 }
 
 type held struct {
@@ -161,7 +174,12 @@ func New(opt Options, id, token string) *Agent {
 	if opt.Order == "" {
 		opt.Order = "fifo"
 	}
-	return &Agent{opt: opt, ID: id, Token: token, held: map[string]*held{}, unreported: map[string]bool{}, speak: make(chan struct{})}
+	battery := opt.Battery
+	if battery <= 0 {
+		battery = 100
+	}
+	return &Agent{opt: opt, ID: id, Token: token, held: map[string]*held{}, unreported: map[string]bool{}, speak: make(chan struct{}),
+		battery: battery, network: transportWiFi}
 }
 
 // ErrSilent is what a request of a silent agent fails with: it never
@@ -296,6 +314,9 @@ func (a *Agent) Webhooks(ctx context.Context) ([]smsgateway.Webhook, error) {
 // only when the server refuses the device (a 401: unpaired, replaced or
 // deleted).
 func (a *Agent) Run(ctx context.Context) error {
+	if a.opt.PingEvery > 0 {
+		go a.pings(ctx)
+	}
 	for ctx.Err() == nil {
 		a.mu.Lock()
 		silent, speak := a.silent, a.speak
@@ -505,8 +526,9 @@ func (a *Agent) send(ctx context.Context, ids []string) error {
 			case h.state == failed || h.state == delivered:
 			case step == processed && h.msg.ValidUntil != nil && now.After(*h.msg.ValidUntil):
 				h.state, h.err = failed, "TTL expired"
-			case step == sent && chance(a.opt.FailShare):
+			case step == sent && (a.failing || chance(a.opt.FailShare)):
 				h.state, h.err = failed, FailError
+				a.failedAt = append(a.failedAt, now)
 			case step == sent:
 				h.sent++
 				if a.opt.OnMessage != nil {
@@ -667,6 +689,15 @@ func (a *Agent) Inbound(ctx context.Context, sender, text string) (Event, error)
 
 // Post posts a webhook event to the device's sms:received subscription.
 func (a *Agent) Post(ctx context.Context, ev Event) error {
+	ev.Event = smsgateway.WebhookEventSmsReceived
+	return a.post(ctx, ev)
+}
+
+// post posts a webhook event to the device's subscription to its event.
+func (a *Agent) post(ctx context.Context, ev Event) error {
+	if a.Silent() {
+		return ErrSilent
+	}
 	a.mu.Lock()
 	hooks := a.hooks
 	a.mu.Unlock()
@@ -677,7 +708,7 @@ func (a *Agent) Post(ctx context.Context, ev Event) error {
 		}
 	}
 	for _, h := range hooks {
-		if h.Event != smsgateway.WebhookEventSmsReceived {
+		if h.Event != ev.Event {
 			continue
 		}
 		ev.WebhookID = h.ID
@@ -697,11 +728,104 @@ func (a *Agent) Post(ctx context.Context, ev Event) error {
 		io.Copy(io.Discard, res.Body)
 		res.Body.Close()
 		if res.StatusCode/100 != 2 {
-			return &StatusError{Status: res.StatusCode, Message: "the sms:received callback failed"}
+			return &StatusError{Status: res.StatusCode, Message: "the " + ev.Event + " callback failed"}
 		}
 		return nil
 	}
-	return errors.New("the server gave no sms:received subscription")
+	return errors.New("the server gave no " + ev.Event + " subscription")
+}
+
+// The app's transport flags (modules/connection/TransportType.kt).
+const (
+	transportCellular = 2
+	transportWiFi     = 4
+)
+
+// SetBattery sets the battery level (percent) and charging its pings
+// report.
+func (a *Agent) SetBattery(level int, charging bool) {
+	a.mu.Lock()
+	a.battery, a.charging = level, charging
+	a.mu.Unlock()
+}
+
+// SetNetwork sets the network its pings report: "wifi", "cellular", or
+// "none" (no internet connection).
+func (a *Agent) SetNetwork(network string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch network {
+	case "cellular":
+		a.network = transportCellular
+	case "none":
+		a.network = 0
+	default:
+		a.network = transportWiFi
+	}
+}
+
+// SetFailing makes the radio fail every send (true), as a SIM whose
+// carrier blocks it, or work again.
+func (a *Agent) SetFailing(failing bool) {
+	a.mu.Lock()
+	a.failing = failing
+	a.mu.Unlock()
+}
+
+// Ping posts the app's system:ping with the agent's health: the payload
+// {"health": HealthResponse} of the app's PingEvent, with its checks
+// (battery level and charging flags, connection status and transport
+// flags, messages failed in the last hour).
+func (a *Agent) Ping(ctx context.Context) error {
+	a.mu.Lock()
+	cut := time.Now().Add(-time.Hour)
+	failed := 0
+	for _, t := range a.failedAt {
+		if t.After(cut) {
+			failed++
+		}
+	}
+	charging := 0
+	if a.charging {
+		charging = 1 + 2 // charging, on AC
+	}
+	connected := 0
+	if a.network != 0 {
+		connected = 1
+	}
+	pass := smsgateway.HealthStatusPass
+	h := smsgateway.HealthResponse{Status: pass, Version: "switchboard-phone-agent", Checks: smsgateway.HealthChecks{
+		"battery:level":        {Status: pass, ObservedValue: a.battery, ObservedUnit: "percent", Description: "Battery level in percent"},
+		"battery:charging":     {Status: pass, ObservedValue: charging, ObservedUnit: "flags", Description: "Is the phone charging?"},
+		"connection:status":    {Status: pass, ObservedValue: connected, ObservedUnit: "boolean", Description: "Internet connection status"},
+		"connection:transport": {Status: pass, ObservedValue: a.network, ObservedUnit: "flags", Description: "Network transport type"},
+		"messages:failed":      {Status: pass, ObservedValue: failed, ObservedUnit: "messages", Description: "Failed messages for last hour"},
+	}}
+	a.mu.Unlock()
+	return a.post(ctx, Event{ID: randomID(), Event: smsgateway.WebhookEventSystemPing, DeviceID: a.ID, Payload: map[string]any{"health": h}})
+}
+
+// Started posts the app's app:started, with its SIM cards.
+func (a *Agent) Started(ctx context.Context) error {
+	carrier := "Simulated carrier"
+	return a.post(ctx, Event{ID: randomID(), Event: "app:started", DeviceID: a.ID,
+		Payload: map[string]any{"simCards": []simCard{{SlotIndex: 0, SimNumber: 1, CarrierName: &carrier}}}})
+}
+
+// pings posts system:ping every PingEvery until ctx ends (app:started
+// first, as the app does when it starts).
+func (a *Agent) pings(ctx context.Context) {
+	a.Started(ctx)
+	t := time.NewTicker(a.opt.PingEvery)
+	defer t.Stop()
+	for {
+		a.Ping(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 func randomID() string {
