@@ -291,6 +291,76 @@ func (t *Tx) recordOutcomes(ctx context.Context, phoneID string, outcomes []sb.S
 	return t.phonesChanged(ctx, tenantID)
 }
 
+// AnnouncePresence emits phone.offline for each paired android phone in
+// rotation that went offline since it was last announced (its device not
+// seen since cutoff, sb.Routing.SeenCutoff), and phone.online for each
+// that came back, at most limit of them; it returns how many of each. A
+// phone paired for the first time is announced online. Each change is
+// announced once across the nodes: the row's presence is changed only
+// where it still says what was read.
+func (db *DB) AnnouncePresence(ctx context.Context, now, cutoff time.Time, limit int) (offline, online int, err error) {
+	err = db.Write(ctx, func(tx *Tx) error {
+		offline, online = 0, 0
+		rows, err := tx.query(ctx, `SELECT id, tenant_id, number, presence, last_seen_at FROM phones
+			WHERE kind = ? AND status = ? AND device_id IS NOT NULL AND last_seen_at IS NOT NULL AND (
+				((presence IS NULL OR presence = 'online') AND last_seen_at <= ?) OR
+				((presence IS NULL OR presence = 'offline') AND last_seen_at > ?)) LIMIT ?`,
+			sb.PhoneAndroid, sb.PhoneOnline, sb.Micros(cutoff), sb.Micros(cutoff), limit)
+		if err != nil {
+			return err
+		}
+		type change struct {
+			id, tenantID, number string
+			was                  sql.NullString
+			seen                 int64
+		}
+		var todo []change
+		for rows.Next() {
+			var c change
+			if err := rows.Scan(&c.id, &c.tenantID, &c.number, &c.was, &c.seen); err != nil {
+				rows.Close()
+				return err
+			}
+			todo = append(todo, c)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, c := range todo {
+			seen := sb.FromMicros(c.seen)
+			next, event, reason := sb.PhoneOnline, sb.EventPhoneOnline, ""
+			if !seen.After(cutoff) {
+				if !c.was.Valid {
+					// Never announced and already quiet: nothing changed
+					// that anyone was told of.
+					next, event = sb.PhoneOffline, ""
+				} else {
+					next, event = sb.PhoneOffline, sb.EventPhoneOffline
+					reason = "its device was last seen at " + seen.UTC().Format(time.RFC3339)
+				}
+			}
+			res, err := tx.exec(ctx, `UPDATE phones SET presence = ? WHERE id = ? AND presence IS NOT DISTINCT FROM ?`, next, c.id, c.was)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil || n == 0 || event == "" {
+				continue
+			}
+			if err := tx.emitPhone(ctx, c.tenantID, sb.PhoneEvent{Event: event, PhoneID: c.id, Number: c.number, Reason: reason}, now); err != nil {
+				return err
+			}
+			if event == sb.EventPhoneOffline {
+				offline++
+			} else {
+				online++
+			}
+		}
+		return nil
+	})
+	return offline, online, err
+}
+
 // RecordHealth stores what a paired device said of itself in its ping, if
 // deviceID is still the phone's device.
 func (db *DB) RecordHealth(ctx context.Context, phoneID, deviceID string, h sb.Health) error {

@@ -156,3 +156,52 @@ func TestRecordHealth(t *testing.T) {
 		}
 	})
 }
+
+// TestAnnouncePresence: a paired phone is announced online once, offline
+// once its device is not seen since the cutoff (not a microsecond
+// before), online again when it is seen; each change once, with its
+// delivery naming the phone.
+func TestAnnouncePresence(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, url string) {
+		f := newDeviceFixture(t, url)
+		hook := &sb.Webhook{ID: sb.NewID(), TenantID: f.tenant.ID, Env: sb.Live, URL: "https://example.com/h",
+			Events: []string{sb.EventPhoneOffline, sb.EventPhoneOnline}, Secret: strings.Repeat("s", 20), CreatedAt: time.Now()}
+		if err := f.db.CreateWebhook(bg, hook); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now().UTC().Truncate(time.Millisecond)
+		a, devA := f.phone("+15551290001", t0)
+		announce := func(at time.Time) (int, int) {
+			off, on, err := f.db.AnnouncePresence(bg, at, deviceRouting.SeenCutoff(at), 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return off, on
+		}
+		if off, on := announce(t0); off != 0 || on != 1 {
+			t.Fatalf("after pairing: %d offline, %d online; want 1 online", off, on)
+		}
+		if off, on := announce(t0.Add(time.Second)); off != 0 || on != 0 {
+			t.Fatalf("again: %d %d, want nothing", off, on)
+		}
+		// Offline at exactly OfflineAfter after it was last seen.
+		if off, on := announce(t0.Add(2*time.Minute - time.Microsecond)); off != 0 || on != 0 {
+			t.Fatalf("before OfflineAfter: %d %d", off, on)
+		}
+		if off, on := announce(t0.Add(2 * time.Minute)); off != 1 || on != 0 {
+			t.Fatalf("at OfflineAfter: %d %d, want 1 offline", off, on)
+		}
+		if off, _ := announce(t0.Add(3 * time.Minute)); off != 0 {
+			t.Fatalf("offline announced twice")
+		}
+		f.seen(a, devA, t0.Add(4*time.Minute))
+		if off, on := announce(t0.Add(4 * time.Minute)); off != 0 || on != 1 {
+			t.Fatalf("seen again: %d %d, want 1 online", off, on)
+		}
+		ds, err := f.db.Deliveries(bg, f.tenant.ID, sb.Live, hook.ID, sb.Page{Limit: 10})
+		if err != nil || len(ds) != 3 || ds[0].Event != sb.EventPhoneOnline || ds[1].Event != sb.EventPhoneOffline || ds[2].Event != sb.EventPhoneOnline ||
+			ds[1].PhoneID != a.ID {
+			t.Fatalf("deliveries: %v %d", err, len(ds))
+		}
+	})
+}

@@ -25,6 +25,9 @@ type metrics struct {
 	// pings counts system:ping callbacks by result; started app:started.
 	pings   *prometheus.CounterVec
 	started prometheus.Counter
+	// presence counts the phone.offline and phone.online changes this
+	// node announced.
+	presence *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, st *streams, fleet func() (states, trouble map[string]int)) metrics {
@@ -54,6 +57,8 @@ func newMetrics(reg prometheus.Registerer, st *streams, fleet func() (states, tr
 			Help: "system:ping callbacks of Android devices, by result: stored (the phone's health), malformed (no health in it)."}, []string{"result"}),
 		started: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_device_app_started_total",
 			Help: "app:started callbacks of Android devices: the app (re)started."}),
+		presence: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_phone_presence_changes_total",
+			Help: "Android phones in rotation that went offline or came back, as announced by this node (phone.offline, phone.online), by new state."}, []string{"state"}),
 	}
 	for _, reason := range []string{dropMalformed, dropNoID, dropEmpty, dropSender} {
 		m.inboundDropped.WithLabelValues(reason)
@@ -64,7 +69,7 @@ func newMetrics(reg prometheus.Registerer, st *streams, fleet func() (states, tr
 		replaced := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "switchboard_device_streams_replaced_total",
 			Help: "Event streams ended on this node because a newer stream of the same phone opened."}, func() float64 { return float64(st.replacedCount()) })
 		reg.MustRegister(m.handed, m.reports, m.moved, m.unknown, m.inbound, m.inboundDropped, m.inboundLimited, m.pairings, m.pairingLimited, m.credentials, streams, replaced,
-			m.pings, m.started, &fleetCollector{fleet: fleet})
+			m.pings, m.started, m.presence, &fleetCollector{fleet: fleet})
 	}
 	return m
 }

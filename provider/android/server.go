@@ -52,6 +52,9 @@ type Store interface {
 	// AndroidPhones lists every android phone, for the fleet's metrics.
 	RecordHealth(ctx context.Context, phoneID, deviceID string, h sb.Health) error
 	AndroidPhones(ctx context.Context) ([]*sb.Phone, error)
+	// AnnouncePresence emits phone.offline and phone.online for the
+	// phones whose presence changed.
+	AnnouncePresence(ctx context.Context, now, cutoff time.Time, limit int) (offline, online int, err error)
 	// PhoneWork tells every node that a phone's device has work;
 	// OnPhoneWork registers what to call when one has.
 	PhoneWork(ctx context.Context, phoneID string) error
@@ -893,6 +896,25 @@ func (s *Server) Run(ctx context.Context) {
 				break
 			}
 		}
+		s.announce(ctx)
+	}
+}
+
+// announce emits phone.offline and phone.online for the phones whose
+// presence changed since they were last announced.
+func (s *Server) announce(ctx context.Context) {
+	now := s.cfg.Now().UTC()
+	off, on, err := s.cfg.Store.AnnouncePresence(ctx, now, s.cfg.Routing.SeenCutoff(now), 500)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.cfg.Log.Error("announcing phones that went offline or came back", "err", err)
+		}
+		return
+	}
+	if off > 0 || on > 0 {
+		s.metrics.presence.WithLabelValues(sb.PhoneOffline).Add(float64(off))
+		s.metrics.presence.WithLabelValues(sb.PhoneOnline).Add(float64(on))
+		s.cfg.Log.Info("phones went offline or came back", "offline", off, "online", on)
 	}
 }
 
