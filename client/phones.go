@@ -24,6 +24,10 @@ type PhoneStatus string
 const (
 	PhoneOnline  PhoneStatus = "online"
 	PhoneOffline PhoneStatus = "offline"
+	// PhoneQuarantined is a phone taken out of rotation because its own
+	// reports said its sends fail; UpdatePhone with Status PhoneOnline
+	// brings it back.
+	PhoneQuarantined PhoneStatus = "quarantined"
 )
 
 // Phone is a sending phone of the tenant.
@@ -49,6 +53,63 @@ type Phone struct {
 	// and for other kinds.
 	Device    *Device   `json:"device"`
 	CreatedAt time.Time `json:"created_at"`
+	// Health is what an android phone's app said in its last ping; nil
+	// before the first.
+	Health *PhoneHealth `json:"health"`
+	// Trouble lists what is wrong with a paired android phone in rotation:
+	// "low_battery", "no_network", "ping_late".
+	Trouble []string `json:"trouble"`
+	// Quarantine says when and why, while Status is PhoneQuarantined.
+	Quarantine       *PhoneQuarantine `json:"quarantine"`
+	QuarantinePolicy QuarantinePolicy `json:"quarantine_policy"`
+	// Warmup is the phone's warm-up; nil: none.
+	Warmup *PhoneWarmup `json:"warmup"`
+	// EffectiveDailyLimit is today's limit: DailyLimit, or its warm-up's
+	// of the day; nil: none.
+	EffectiveDailyLimit *int `json:"effective_daily_limit"`
+}
+
+// PhoneHealth is what a phone's app said of itself in a ping.
+type PhoneHealth struct {
+	// BatteryLevel is in percent; nil when the app did not say.
+	BatteryLevel *int `json:"battery_level"`
+	Charging     bool `json:"charging"`
+	// Network is "wifi", "cellular", "ethernet", "none" or "unknown".
+	Network        string    `json:"network"`
+	FailedLastHour int       `json:"failed_last_hour"`
+	ReportedAt     time.Time `json:"reported_at"`
+}
+
+// PhoneQuarantine is when and why a phone was quarantined.
+type PhoneQuarantine struct {
+	At time.Time `json:"at"`
+	// Reasons are the failure reasons the phone reported, most recent
+	// first.
+	Reasons []string `json:"reasons"`
+}
+
+// QuarantinePolicy quarantines a phone when Failed of its last Of
+// reported outcomes within an hour failed (default 5 of 10).
+type QuarantinePolicy struct {
+	Failed int `json:"failed"`
+	Of     int `json:"of"`
+}
+
+// PhoneWarmup is a phone's warm-up: its limit grows from Start on day 1
+// (the UTC day of StartedAt) to its daily limit on day Days.
+type PhoneWarmup struct {
+	Start     int       `json:"start"`
+	Days      int       `json:"days"`
+	StartedAt time.Time `json:"started_at"`
+	// Day is today's day of the warm-up.
+	Day int `json:"day"`
+}
+
+// WarmupParams start a warm-up today: Start messages on the first day,
+// growing to the phone's daily limit on day Days.
+type WarmupParams struct {
+	Start int `json:"start"`
+	Days  int `json:"days"`
 }
 
 // Device is the Android device paired with a phone.
@@ -84,6 +145,10 @@ type CreatePhoneParams struct {
 	RateLimit int `json:"rate_limit,omitempty"`
 	// SIMNumber is the SIM to send with, 1 to 3; 0: the phone's choice.
 	SIMNumber int `json:"sim_number,omitempty"`
+	// Warmup, when set, starts a warm-up (it needs a daily limit).
+	Warmup *WarmupParams `json:"warmup,omitempty"`
+	// QuarantinePolicy, when set, is the phone's own; nil: the default.
+	QuarantinePolicy *QuarantinePolicy `json:"quarantine_policy,omitempty"`
 }
 
 // ListPhones lists the tenant's sending phones, oldest first
@@ -122,6 +187,12 @@ func (c *Client) CreatePhone(ctx context.Context, p CreatePhoneParams) (*NewPhon
 type UpdatePhoneParams struct {
 	DailyLimit Nullable[int] `json:"daily_limit,omitzero"`
 	RateLimit  Nullable[int] `json:"rate_limit,omitzero"`
+	// Status PhoneOnline brings a quarantined phone back into rotation.
+	Status PhoneStatus `json:"status,omitempty"`
+	// Warmup starts a warm-up today; Null ends it.
+	Warmup Nullable[WarmupParams] `json:"warmup,omitzero"`
+	// QuarantinePolicy sets the phone's own policy; Null: the default.
+	QuarantinePolicy Nullable[QuarantinePolicy] `json:"quarantine_policy,omitzero"`
 }
 
 // UpdatePhone changes a phone's limits (PATCH /v1/phones/{id}) and returns

@@ -208,7 +208,34 @@ type Event struct {
 	DeliveryID string `json:"-"`
 }
 
-// ParseEvent parses the body of a delivery. Verify the body first: parse
+// PhoneEvent is the payload of a phone event's delivery
+// (EventPhoneOffline, EventPhoneOnline, EventPhoneQuarantined).
+type PhoneEvent struct {
+	Type    EventType `json:"event"`
+	PhoneID string    `json:"phone_id"`
+	Number  string    `json:"number"`
+	// Timestamp is when it happened.
+	Timestamp time.Time `json:"timestamp"`
+	// Reason says why: the failure reasons of a quarantine, when an
+	// offline phone was last seen.
+	Reason string `json:"reason"`
+}
+
+// ParsePhoneEvent parses the body of a phone event's delivery. Verify the
+// body first. An event without a type, phone id or timestamp is an error.
+func ParsePhoneEvent(body []byte) (*PhoneEvent, error) {
+	var ev PhoneEvent
+	if err := json.Unmarshal(body, &ev); err != nil {
+		return nil, fmt.Errorf("switchboard: parsing the event: %w", err)
+	}
+	if ev.Type == "" || ev.PhoneID == "" || ev.Timestamp.IsZero() {
+		return nil, errors.New("switchboard: the event has no event type, phone_id or timestamp")
+	}
+	return &ev, nil
+}
+
+// ParseEvent parses the body of a delivery of a message event (a phone
+// event's is read with ParsePhoneEvent). Verify the body first: parse
 // only what the signature vouches for. An event without a type, message id
 // or timestamp is an error.
 func ParseEvent(body []byte) (*Event, error) {

@@ -16,6 +16,10 @@ const (
 	EventMessageDelivered EventType = "message.delivered" // an outbound message reached the recipient
 	EventMessageFailed    EventType = "message.failed"    // delivery of an outbound message failed
 	EventMessageReceived  EventType = "message.received"  // an inbound message arrived
+	// Phone events (live webhooks only; ParsePhoneEvent reads them).
+	EventPhoneOffline     EventType = "phone.offline"     // a live android phone went offline
+	EventPhoneOnline      EventType = "phone.online"      // a live android phone came back
+	EventPhoneQuarantined EventType = "phone.quarantined" // a phone was quarantined: its sends fail
 )
 
 // WebhookRetryPolicy is how long a failing delivery is retried.
@@ -140,7 +144,8 @@ type WebhookDelivery struct {
 	// of every attempt.
 	ID        string         `json:"id"`
 	Event     EventType      `json:"event"`
-	MessageID string         `json:"message_id"`
+	MessageID string         `json:"message_id"` // empty for a phone event
+	PhoneID   string         `json:"phone_id"`   // the phone of a phone event
 	Status    DeliveryStatus `json:"status"`
 	// Attempts are every attempt, oldest first.
 	Attempts []WebhookAttempt `json:"attempts"`

@@ -12,8 +12,10 @@ import (
 	"net/netip"
 	neturl "net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/android-sms-gateway/client-go/smsgateway"
 
@@ -22,8 +24,9 @@ import (
 
 // phoneAgentCmd runs a reference device: it pairs with a code (or reuses
 // the pairing kept in --state), takes and "sends" the messages of its
-// phone, and turns each line "NUMBER TEXT" on stdin into a text the phone
-// receives from NUMBER.
+// phone, pings its health, and turns each line "NUMBER TEXT" on stdin into
+// a text the phone receives from NUMBER; a line starting with ! is a
+// command (agentCommand).
 func phoneAgentCmd(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	f := newFlags("phone-agent", getenv, stdout)
 	f.synopsis = "--url URL --code CODE [--state FILE]"
@@ -42,6 +45,8 @@ Typed on its standard input, one a line:
 	insecure := f.bool("insecure", false, "accept any TLS certificate (a self-signed one on a trial server)")
 	dropSent := f.bool("drop-sent", false, "never report Sent, as the app does when Android's sent broadcast reaches it without its uri (Processed and Delivered are reported)")
 	silentAfter := f.string("silent-after", "", "go silent (no request, no event stream) once a message is reported in this state, e.g. Processed: a phone whose data connection drops right after sending")
+	battery := f.int("battery", 100, "the battery level (percent) its pings report; change it with !battery N on stdin")
+	pingEvery := f.duration("ping-every", time.Minute, "how often it pings its health (system:ping), as the app at its ping setting; 0: never")
 	if _, err := f.parse(args); err != nil {
 		return err
 	}
@@ -57,6 +62,9 @@ Typed on its standard input, one a line:
 	}
 	if err := checkAgentURL(*url); err != nil {
 		return err
+	}
+	if *battery < 0 || *battery > 100 || *pingEvery < 0 {
+		return errors.New("phone-agent: --battery must be 0 to 100 and --ping-every not negative")
 	}
 	if *failShare < 0 || *failShare > 1 {
 		return errors.New("phone-agent: --fail-share must be between 0 and 1")
@@ -74,6 +82,7 @@ Typed on its standard input, one a line:
 		out.Encode(v)
 	}
 	opt := agent.Options{URL: *url, Name: *name, FailShare: *failShare, DropSent: *dropSent, SilentAfter: smsgateway.ProcessingState(*silentAfter),
+		PingEvery: *pingEvery, Battery: max(*battery, 1),
 		OnMessage: func(m smsgateway.MobileMessage) {
 			text := ""
 			if m.TextMessage != nil {
@@ -92,6 +101,14 @@ Typed on its standard input, one a line:
 	go func() { // stdin: NUMBER TEXT, one text a line
 		sc := bufio.NewScanner(stdin)
 		for sc.Scan() {
+			if line := strings.TrimSpace(sc.Text()); strings.HasPrefix(line, "!") {
+				if err := agentCommand(ctx, a, line); err != nil {
+					fmt.Fprintln(stderr, "phone-agent:", err)
+					continue
+				}
+				print(map[string]string{"done": line})
+				continue
+			}
 			from, text, ok := strings.Cut(strings.TrimSpace(sc.Text()), " ")
 			if !ok || text == "" {
 				fmt.Fprintln(stderr, "phone-agent: write NUMBER TEXT to receive a text")
@@ -109,6 +126,36 @@ Typed on its standard input, one a line:
 		return nil
 	}
 	return fmt.Errorf("phone-agent: %w", err)
+}
+
+// agentCommand runs a command line of the agent's input:
+//
+//	!battery N [charging]   the battery its pings report (and pings now)
+//	!network wifi|cellular|none
+//	!fail on|off            every send fails (a SIM its carrier blocks), or none
+//	!ping                   ping now
+func agentCommand(ctx context.Context, a *agent.Agent, line string) error {
+	f := strings.Fields(strings.TrimPrefix(line, "!"))
+	if len(f) == 0 {
+		return errors.New("commands: !battery N [charging], !network wifi|cellular|none, !fail on|off, !ping")
+	}
+	switch {
+	case f[0] == "battery" && len(f) >= 2:
+		n, err := strconv.Atoi(f[1])
+		if err != nil || n < 0 || n > 100 {
+			return errors.New("!battery takes a level from 0 to 100")
+		}
+		a.SetBattery(n, len(f) > 2 && f[2] == "charging")
+	case f[0] == "network" && len(f) == 2 && (f[1] == "wifi" || f[1] == "cellular" || f[1] == "none"):
+		a.SetNetwork(f[1])
+	case f[0] == "fail" && len(f) == 2 && (f[1] == "on" || f[1] == "off"):
+		a.SetFailing(f[1] == "on")
+		return nil
+	case f[0] == "ping" && len(f) == 1:
+	default:
+		return fmt.Errorf("unknown command %q: !battery N [charging], !network wifi|cellular|none, !fail on|off, !ping", line)
+	}
+	return a.Ping(ctx)
 }
 
 // agentState is what --state keeps.

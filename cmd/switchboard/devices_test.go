@@ -1233,6 +1233,23 @@ func TestPhoneAgentCommand(t *testing.T) {
 		list := msgList(t, s, tn.Live, "direction=inbound").List()
 		return len(list) == 1 && list[0]["from"] == from && list[0]["to"] == number && list[0]["body"] == "STOP"
 	})
+	// Commands: a battery level its ping reports, sends that fail.
+	io.WriteString(in, "!battery 9\n")
+	eventually(t, 30*time.Second, "the ping of a battery at 9%", func() bool {
+		for _, p := range s.do(t, "GET", "/v1/phones", tn.Live, nil).List() {
+			if h, _ := p["health"].(map[string]any); h != nil && h["battery_level"] == 9.0 {
+				return true
+			}
+		}
+		return false
+	})
+	io.WriteString(in, "!fail on\n")
+	eventually(t, 30*time.Second, "the command", func() bool { return strings.Contains(out.String(), `"done":"!fail on"`) })
+	id = msgSend(t, s, tn.Live, map[string]any{"to": msgAwake(t), "body": "fails"})["message_id"].(string)
+	if m := msgWait(t, s, tn.Live, id, "failed"); m["failure_reason"] != agent.FailError {
+		t.Errorf("a send with !fail on: %v", m["failure_reason"])
+	}
+	io.WriteString(in, "!fail off\n")
 	if err := stop(); err != nil {
 		t.Fatalf("phone-agent: %v", err)
 	}
