@@ -99,3 +99,37 @@ func TestFlashSeal(t *testing.T) {
 		t.Errorf("the flash opened under another id")
 	}
 }
+
+// TestSetupFor: the pairing page gives a phone a URL only when the app
+// takes it and a phone can reach it: HTTPS, to a name or address other
+// than this computer's.
+func TestSetupFor(t *testing.T) {
+	for base, want := range map[string]*pairingSetup{
+		"https://sms.example.com":       nil,
+		"https://sms.example.com:8443":  nil,
+		"https://192.168.1.20:8443":     nil,
+		"https://[2001:db8::1]:8443":    nil,
+		"http://sms.example.com":        {},
+		"http://192.168.1.20:8080":      {},
+		"http://127.0.0.1:8080":         {Loopback: true},
+		"http://127.0.0.2:8080":         {Loopback: true},
+		"https://127.0.0.1:8443":        {Loopback: true},
+		"http://[::1]:8080":             {Loopback: true},
+		"http://[::ffff:127.0.0.1]:80":  {Loopback: true},
+		"http://localhost:8080":         {Loopback: true},
+		"https://LocalHost.:8443":       {Loopback: true},
+		"https://app.localhost":         {Loopback: true},
+		"http://0.0.0.0:8080":           {Loopback: true},
+		"http://[::]:8080":              {Loopback: true},
+		"https://localhost.example.com": nil,
+		"not a url":                     {},
+	} {
+		got := setupFor(base, false)
+		if (got == nil) != (want == nil) || (got != nil && *got != *want) {
+			t.Errorf("setupFor(%q) = %+v, want %+v", base, got, want)
+		}
+	}
+	if got := setupFor("http://127.0.0.1:8080", true); got == nil || !got.PublicURL || !got.Loopback {
+		t.Errorf("setupFor of a loopback --public-url: %+v", got)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -61,12 +63,54 @@ type pairingView struct {
 	Phone     *sb.Phone
 	Code      string
 	ExpiresAt time.Time
-	// ServerURL is what to type into the app's API URL; Plain is set when
-	// it is not HTTPS, which the app refuses except to 127.0.0.1.
+	// ServerURL is what to type into the app's API URL. When a phone
+	// could not use it, Setup says what to set first, and there is no QR
+	// code.
 	ServerURL string
-	Plain     bool
+	Setup     *pairingSetup
 	QR        *qrCode
 	QRText    string
+}
+
+// pairingSetup says why a phone cannot reach the service at a URL.
+type pairingSetup struct {
+	// Loopback is set when the URL names this computer (127.0.0.1, ::1,
+	// localhost): a phone's own loopback address is not the server.
+	// Otherwise the URL is plain HTTP, which the app refuses except to
+	// 127.0.0.1.
+	Loopback bool
+	// PublicURL is set when the URL is --public-url's; otherwise it is the
+	// address the browser used.
+	PublicURL bool
+}
+
+// setupFor returns what keeps a phone from the service at base, an
+// absolute URL: nil when it is HTTPS to a name or address other than this
+// computer's, the only URL the app takes that a phone can reach.
+func setupFor(base string, public bool) *pairingSetup {
+	u, err := url.Parse(base)
+	if err != nil || u.Host == "" {
+		return &pairingSetup{PublicURL: public}
+	}
+	if loopbackHost(u.Hostname()) {
+		return &pairingSetup{Loopback: true, PublicURL: public}
+	}
+	if u.Scheme != "https" {
+		return &pairingSetup{PublicURL: public}
+	}
+	return nil
+}
+
+// loopbackHost reports whether host names this computer only: localhost,
+// a loopback address, or the unspecified address (0.0.0.0, ::), which a
+// listener takes but no phone can dial.
+func loopbackHost(host string) bool {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && (a.Unmap().IsLoopback() || a.IsUnspecified())
 }
 
 func (h *Handler) phoneRows(ctx context.Context, v *visit) ([]phoneRow, error) {
@@ -196,16 +240,20 @@ func newPairing(now time.Time, store func(*sb.Pairing) error) (*sb.Pairing, erro
 }
 
 // pairingView is how to pair ph with the code p: the server URL to type
-// into the app, and a QR code of both.
+// into the app, and a QR code of both; or, when a phone could not use that
+// URL (see setupFor), what to set first.
 func (h *Handler) pairingView(r *http.Request, ph *sb.Phone, p *flashPairing) (*pairingView, error) {
-	server := h.serverURL(r) + "/api/mobile/v1"
-	text := "Switchboard phone pairing\nAPI URL: " + server + "\nCode: " + p.Code
-	code, err := newQR(text)
-	if err != nil {
+	base := h.serverURL(r)
+	v := &pairingView{Phone: ph, Code: p.Code, ExpiresAt: p.ExpiresAt, ServerURL: base + "/api/mobile/v1"}
+	if v.Setup = setupFor(base, h.cfg.PublicURL != ""); v.Setup != nil {
+		return v, nil
+	}
+	v.QRText = "Switchboard phone pairing\nAPI URL: " + v.ServerURL + "\nCode: " + p.Code
+	var err error
+	if v.QR, err = newQR(v.QRText); err != nil {
 		return nil, err
 	}
-	return &pairingView{Phone: ph, Code: p.Code, ExpiresAt: p.ExpiresAt, ServerURL: server,
-		Plain: !strings.HasPrefix(server, "https://") && !strings.HasPrefix(server, "http://127.0.0.1:"), QR: code, QRText: text}, nil
+	return v, nil
 }
 
 type phoneView struct {

@@ -213,3 +213,58 @@ func dashSignOutEverywhere(t *testing.T, s *server, db string) {
 		t.Errorf("after signing out everywhere: %d", st)
 	}
 }
+
+// TestDashboardPairingURL: the pairing page gives the app's URL and a QR
+// code only when a phone can use them (HTTPS to an address other than the
+// server's own loopback); otherwise it says what to set first, and still
+// shows the code (phone-agent on the same computer can use it).
+func TestDashboardPairingURL(t *testing.T) {
+	t.Parallel()
+	// pair adds a phone on s's dashboard and returns the page that shows
+	// how to pair it, read as if the browser had reached s as host.
+	pair := func(t *testing.T, s *server, host string) string {
+		t.Helper()
+		tn := newTenant(t, s.DB)
+		c, csrf := dashSession(t, s, tn.ID)
+		res := c.post("/dashboard/phones", url.Values{"csrf": {csrf}, "number": {msgFreshNumber("+1415XXXXXXX")}, "daily_limit": {"100"}})
+		loc := res.Header.Get("Location")
+		if res.StatusCode != http.StatusSeeOther || !strings.Contains(loc, "flash=") {
+			t.Fatalf("add a phone: %d, Location %q", res.StatusCode, loc)
+		}
+		req, _ := http.NewRequest("GET", s.URL+loc, nil)
+		if host != "" {
+			req.Host = host
+		}
+		res = c.do(req)
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		if res.StatusCode != http.StatusOK || !strings.Contains(string(b), `id="pairing-code">`) {
+			t.Fatalf("the pairing page: %d\n%s", res.StatusCode, b)
+		}
+		return string(b)
+	}
+	check := func(t *testing.T, what, page string, want, not []string) {
+		t.Helper()
+		for _, w := range want {
+			if !strings.Contains(page, w) {
+				t.Errorf("%s: the pairing page does not say %q", what, w)
+			}
+		}
+		for _, n := range not {
+			if strings.Contains(page, n) {
+				t.Errorf("%s: the pairing page shows %q", what, n)
+			}
+		}
+	}
+	noURL := []string{`id="server-url"`, `<svg`}
+	local := startServer(t, sqliteURL(t))
+	check(t, "loopback", pair(t, local, ""),
+		[]string{`id="pairing-setup"`, "an address of this computer only", "--addr", "--acme-domain", "--tls-cert", "--public-url",
+			`id="local-url">` + local.URL + "/api/mobile/v1<"}, noURL)
+	check(t, "plain http to another host", pair(t, local, "192.168.1.20:8080"),
+		[]string{`id="pairing-setup"`, "refuses plain HTTP", "--acme-domain", "--tls-cert", "--public-url",
+			`id="plain-url">http://192.168.1.20:8080/api/mobile/v1<`}, append(noURL, "an address of this computer only"))
+	public := startServer(t, sqliteURL(t), "--public-url", "https://sms.example.com")
+	check(t, "https", pair(t, public, ""),
+		[]string{`id="server-url">https://sms.example.com/api/mobile/v1<`, `<svg`}, []string{`id="pairing-setup"`})
+}
