@@ -35,8 +35,12 @@ each one as a JSON line. With --state, it keeps the pairing in FILE: started aga
 alone, it reuses the pairing and its URL.
 
 Typed on its standard input, one a line:
-  NUMBER TEXT   the phone receives TEXT from NUMBER (E.164), as a text a person sent it;
-                e.g. +15557654321 STOP opts that number out`
+  NUMBER TEXT                   the phone receives TEXT from NUMBER (E.164), as a text a person
+                                sent it; e.g. +15557654321 STOP opts that number out
+  !battery N [charging]         the battery level (0 to 100) its pings report, and a ping now
+  !network wifi|cellular|none   the network its pings report, and a ping now
+  !fail on|off                  every send fails (a SIM its carrier blocks), or none does
+  !ping                         a health ping now`
 	url := f.string("url", "", "the device API: https://HOST/api/mobile/v1 (required unless --state holds a pairing: then its URL)")
 	code := f.string("code", "", "the pairing code of POST /v1/phones (required unless --state holds a pairing)")
 	state := f.string("state", "", "a file that keeps the pairing (and the URL), so that the agent can be restarted without a new code")

@@ -1371,9 +1371,13 @@ func TestPhoneAgentSafety(t *testing.T) {
 	}
 	// --help tells what can be typed into it.
 	var help bytes.Buffer
-	if err := run(context.Background(), []string{"phone-agent", "--help"}, noEnv, &help, &errOut); err != nil ||
-		!strings.Contains(help.String(), "Typed on its standard input") || !strings.Contains(help.String(), "NUMBER TEXT") {
-		t.Errorf("phone-agent --help: %v\n%s", err, help.String())
+	if err := run(context.Background(), []string{"phone-agent", "--help"}, noEnv, &help, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	for _, typed := range []string{"Typed on its standard input", "NUMBER TEXT", "!battery N", "!network wifi|cellular|none", "!fail on|off", "!ping"} {
+		if !strings.Contains(help.String(), typed) {
+			t.Errorf("phone-agent --help does not show %q:\n%s", typed, help.String())
+		}
 	}
 	err := phoneAgentCmd(context.Background(), []string{"--url", "http://sms.example.com/api/mobile/v1", "--code", "12345678"}, noEnv, strings.NewReader(""), io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "https://") {
