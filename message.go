@@ -68,7 +68,32 @@ type Message struct {
 	SentAt      *time.Time
 	DeliveredAt *time.Time
 	FailedAt    *time.Time
-	Attempts    int
+	// ReadAt is when the recipient read a chat message (nil until then).
+	ReadAt   *time.Time
+	Attempts int
+	// Engine is what carried the message (EngineSimulator, EngineAndroid,
+	// ...); empty until it is stored, when the engine of its environment
+	// and phone kind is taken (EngineOf).
+	Engine string
+	// Fallback is set on a chat message of channel auto that was sent
+	// again by SMS.
+	Fallback *Fallback
+}
+
+// CarriedBy is the engine that carries m: its Engine, or before it is
+// stored, the engine of its environment and phone kind (EngineOf).
+func (m *Message) CarriedBy() string {
+	if m.Engine != "" {
+		return m.Engine
+	}
+	return EngineOf(m.Env, m.PhoneKind)
+}
+
+// Fallback says that a message left on one channel and was sent again on
+// another (chat not delivered within its ttl, or the number lost chat).
+type Fallback struct {
+	From   string // the channel it left on first: chat
+	Reason string
 }
 
 // Send is an outbound message ready to be accepted: validated, rendered, its

@@ -38,7 +38,74 @@ const (
 	// (docs/carriers.md): an SMPP 3.4 bind, or Twilio's Messages API.
 	PhoneSMPP   = "smpp"
 	PhoneTwilio = "twilio"
+	// PhoneRBM phones are a tenant's numbers bound to a chat engine: an RCS
+	// Business Messaging agent (docs/chat.md). They send chat only.
+	PhoneRBM = "rbm"
 )
+
+// Engines: what carries a message (the record's engine). Every message of
+// the test environment is carried by the simulator; a live one by the
+// engine of its phone's kind (see EngineOf).
+const (
+	EngineSimulator = "simulator"
+	EngineAndroid   = "android"
+	EngineSMPP      = "smpp"
+	EngineTwilio    = "twilio"
+	EngineRBM       = "rbm"
+	EngineIMessage  = "imessage"
+)
+
+// EngineOf is the engine that carries a message of env sent from (or
+// received by) a phone of kind: the simulator for the test environment and
+// for simulated phones (or no phone at all), else the kind itself.
+func EngineOf(env Environment, kind string) string {
+	if env != Live || kind == "" || kind == PhoneSimulated {
+		return EngineSimulator
+	}
+	return kind
+}
+
+// SandboxNumber is the number a test message goes out from when none of
+// its tenant's phones can take it: test mode needs no phone, and the
+// simulator sends from a number of its own (docs/api.md).
+const SandboxNumber = "+15005550006"
+
+// SkipsSimulated reports whether a live message of env must not go out from
+// a simulated phone because the tenant has a phone of another kind among
+// phones (whatever its state): live traffic goes to the simulator only while
+// the tenant has nothing else, so that a live send never "delivers" to
+// nobody once a real phone, carrier number or chat engine is bound.
+func SkipsSimulated(env Environment, phones []PhoneUse) bool {
+	if env != Live {
+		return false
+	}
+	for _, u := range phones {
+		if u.Phone.Kind != PhoneSimulated {
+			return true
+		}
+	}
+	return false
+}
+
+// LiveSenders returns the phones of phones that may send messages of env:
+// all of them, except the simulated ones of a live environment whose
+// tenant has a phone of another kind (see SkipsSimulated).
+func LiveSenders(env Environment, phones []*Phone) []*Phone {
+	uses := make([]PhoneUse, len(phones))
+	for i, p := range phones {
+		uses[i] = PhoneUse{Phone: p}
+	}
+	if !SkipsSimulated(env, uses) {
+		return phones
+	}
+	var out []*Phone
+	for _, p := range phones {
+		if p.Kind != PhoneSimulated {
+			out = append(out, p)
+		}
+	}
+	return out
+}
 
 // Limits of a phone's settings.
 const (
@@ -48,7 +115,9 @@ const (
 
 // IsCarrierKind reports whether kind is the kind of a carrier link's
 // phones.
-func IsCarrierKind(kind string) bool { return kind == PhoneSMPP || kind == PhoneTwilio }
+func IsCarrierKind(kind string) bool {
+	return kind == PhoneSMPP || kind == PhoneTwilio || kind == PhoneRBM
+}
 
 // Phone is one of a tenant's sending numbers.
 type Phone struct {
@@ -238,18 +307,20 @@ func (r Routing) Usable(u PhoneUse, channel string, now time.Time) bool {
 	return r.Online(p, now) && p.HasChannel(channel) && (limit <= 0 || u.Used < int64(limit))
 }
 
-// Pick chooses the phone a message goes out from among phones (each with
-// its use on the day): among those that can take it on channel at now
-// (Usable), and are not exclude when that is set, the phone whose number is
+// Pick chooses the phone a message of env goes out from among phones (each
+// with its use on the day): among those that can take it on channel at now
+// (Usable), are not exclude when that is set, and are not simulated phones
+// that a live message must skip (SkipsSimulated), the phone whose number is
 // from when from is set (nil if that one cannot take it); else the
 // recipient's own phone (sticky: the one that first wrote to it or was
 // first used for it); else the least used, the first on a tie. It makes
 // one pass and builds nothing, since a tenant may have a thousand phones.
-func (r Routing) Pick(phones []PhoneUse, channel, from, sticky, exclude string, now time.Time) *PhoneUse {
+func (r Routing) Pick(env Environment, phones []PhoneUse, channel, from, sticky, exclude string, now time.Time) *PhoneUse {
+	skipSim := SkipsSimulated(env, phones)
 	var least *PhoneUse
 	for i := range phones {
 		u := &phones[i]
-		if (exclude != "" && u.Phone.ID == exclude) || !r.Usable(*u, channel, now) {
+		if (exclude != "" && u.Phone.ID == exclude) || (skipSim && u.Phone.Kind == PhoneSimulated) || !r.Usable(*u, channel, now) {
 			continue
 		}
 		switch {
@@ -269,6 +340,20 @@ func (r Routing) Pick(phones []PhoneUse, channel, from, sticky, exclude string, 
 	return least
 }
 
+// Full reports whether a phone among phones would take a message on
+// channel (from the number from, when set) at now but for its daily limit:
+// in test mode a limit is simulated like in live mode, while a phone that
+// is offline, switched off or missing never stops a test message (the
+// simulator's sandbox number sends it).
+func (r Routing) Full(phones []PhoneUse, channel, from string, now time.Time) bool {
+	for _, u := range phones {
+		if (from == "" || u.Phone.Number == from) && r.Online(u.Phone, now) && u.Phone.HasChannel(channel) {
+			return true
+		}
+	}
+	return false
+}
+
 // PhoneBackAfter is how long a send that found no phone is told to wait
 // (NO_PHONE_AVAILABLE's Retry-After) when a phone that could take it is
 // offline but may come back by itself: an android phone whose device went
@@ -276,7 +361,7 @@ func (r Routing) Pick(phones []PhoneUse, channel, from, sticky, exclude string, 
 // happens, so it is an interval to poll at.
 const PhoneBackAfter = time.Minute
 
-// NoPhoneWait returns how long a send on channel (from the number from,
+// NoPhoneWait returns how long a send of env on channel (from the number from,
 // when set) that found no usable phone among phones should wait before it
 // is tried again: until the next UTC day, when the daily counters start
 // again, if a phone that could take it is at its daily limit; PhoneBackAfter
@@ -286,14 +371,15 @@ const PhoneBackAfter = time.Minute
 // the operator, quarantined (only the tenant brings it back), or never
 // paired with a device. A phone at its warm-up's limit waits for the next
 // day like one at its daily limit.
-func (r Routing) NoPhoneWait(phones []PhoneUse, channel, from string, now time.Time) (time.Duration, bool) {
+func (r Routing) NoPhoneWait(env Environment, phones []PhoneUse, channel, from string, now time.Time) (time.Duration, bool) {
+	skipSim := SkipsSimulated(env, phones)
 	now = now.UTC()
 	nextDay := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC).Sub(now)
 	var wait time.Duration
 	found := false
 	for _, u := range phones {
 		p := u.Phone
-		if (from != "" && p.Number != from) || !p.HasChannel(channel) || p.Status != PhoneOnline {
+		if (from != "" && p.Number != from) || !p.HasChannel(channel) || p.Status != PhoneOnline || (skipSim && p.Kind == PhoneSimulated) {
 			continue
 		}
 		var w time.Duration

@@ -51,7 +51,7 @@ func TestRoutingPick(t *testing.T) {
 		{"exclude the sticky one", ChannelSMS, "", "2", "2", "1"},
 		{"exclude the only chat phone", ChannelChat, "", "", "1", ""},
 	} {
-		if got := id(r.Pick(phones, tt.channel, tt.from, tt.sticky, tt.exclude, now)); got != tt.want {
+		if got := id(r.Pick(Test, phones, tt.channel, tt.from, tt.sticky, tt.exclude, now)); got != tt.want {
 			t.Errorf("%s: picked %q, want %q", tt.name, got, tt.want)
 		}
 	}
@@ -63,8 +63,39 @@ func TestRoutingPick(t *testing.T) {
 		t.Errorf("seen 3 minutes ago is online with OfflineAfter 5m")
 	}
 	// On a tie the first phone wins.
-	if got := id(r.Pick([]PhoneUse{{Phone: b, Used: 1}, {Phone: a, Used: 1}}, ChannelSMS, "", "", "", now)); got != "2" {
+	if got := id(r.Pick(Test, []PhoneUse{{Phone: b, Used: 1}, {Phone: a, Used: 1}}, ChannelSMS, "", "", "", now)); got != "2" {
 		t.Errorf("tie: %q, want the first", got)
+	}
+	// Live traffic never goes to a simulated phone once the tenant has a
+	// phone of another kind, even an offline one, even named by from.
+	for _, tt := range []struct {
+		name          string
+		phones        []PhoneUse
+		channel, from string
+		want          string
+	}{
+		{"live: the android phone, not the less used simulated one", []PhoneUse{{Phone: a, Used: 0}, {Phone: b, Used: 3}}, ChannelSMS, "", "2"},
+		{"live: chat only simulated, android present: none", []PhoneUse{{Phone: a, Used: 0}, {Phone: b, Used: 3}}, ChannelChat, "", ""},
+		{"live: android offline: none", []PhoneUse{{Phone: a, Used: 0}, {Phone: c, Used: 0}}, ChannelSMS, "", ""},
+		{"live: from the simulated phone: none", []PhoneUse{{Phone: a, Used: 0}, {Phone: b, Used: 3}}, ChannelSMS, a.Number, ""},
+		{"live: only simulated phones", []PhoneUse{{Phone: a, Used: 0}}, ChannelChat, "", "1"},
+	} {
+		if got := id(r.Pick(Live, tt.phones, tt.channel, tt.from, "", "", now)); got != tt.want {
+			t.Errorf("%s: picked %q, want %q", tt.name, got, tt.want)
+		}
+		if got := id(r.Pick(Test, tt.phones, ChannelSMS, "", "", "", now)); got == "" {
+			t.Errorf("%s: test mode picked none", tt.name)
+		}
+	}
+	if got := LiveSenders(Live, []*Phone{a, c}); len(got) != 1 || got[0] != c {
+		t.Errorf("LiveSenders(live, simulated+android) = %v", got)
+	}
+	if got := LiveSenders(Test, []*Phone{a, c}); len(got) != 2 {
+		t.Errorf("LiveSenders(test) = %v", got)
+	}
+	if EngineOf(Test, PhoneAndroid) != EngineSimulator || EngineOf(Live, PhoneSimulated) != EngineSimulator ||
+		EngineOf(Live, "") != EngineSimulator || EngineOf(Live, PhoneSMPP) != EngineSMPP {
+		t.Errorf("EngineOf")
 	}
 }
 
@@ -247,14 +278,18 @@ func TestNoPhoneWait(t *testing.T) {
 		{"none sends the channel", uses(PhoneUse{Phone: chatFull, Used: 3}, PhoneUse{Phone: quiet, Used: 0}), ChannelChat, "", toMidnight},
 		{"none sends sms but a chat one", uses(PhoneUse{Phone: chatFull, Used: 3}), ChannelSMS, "", 0},
 	} {
-		got, ok := r.NoPhoneWait(c.phones, c.channel, c.from, now)
+		got, ok := r.NoPhoneWait(Test, c.phones, c.channel, c.from, now)
 		if ok != (c.want > 0) || got != c.want {
 			t.Errorf("%s: %v %v, want %v", c.name, got, ok, c.want)
 		}
 	}
+	// Live: a simulated phone skipped for a real one is nothing to wait for.
+	if got, ok := r.NoPhoneWait(Live, uses(PhoneUse{Phone: chatFull, Used: 3}, PhoneUse{Phone: quiet, Used: 0}), ChannelChat, "", now); ok {
+		t.Errorf("live, simulated chat phone beside an android one: wait %v", got)
+	}
 	// Just before midnight: the wait is what is left of the day.
 	late := time.Date(2026, 11, 23, 23, 59, 59, 500_000_000, time.UTC)
-	if got, _ := r.NoPhoneWait(uses(PhoneUse{Phone: full, Used: 5}), ChannelSMS, "", late); got != 500*time.Millisecond {
+	if got, _ := r.NoPhoneWait(Live, uses(PhoneUse{Phone: full, Used: 5}), ChannelSMS, "", late); got != 500*time.Millisecond {
 		t.Errorf("half a second before midnight: %v", got)
 	}
 }
@@ -293,7 +328,7 @@ func TestWarmupLimit(t *testing.T) {
 	if !r.Usable(PhoneUse{Phone: p, Used: 49}, ChannelSMS, now) || r.Usable(PhoneUse{Phone: p, Used: 50}, ChannelSMS, now) {
 		t.Errorf("day 1: usable at 49 %v, at 50 %v", r.Usable(PhoneUse{Phone: p, Used: 49}, ChannelSMS, now), r.Usable(PhoneUse{Phone: p, Used: 50}, ChannelSMS, now))
 	}
-	if w, ok := r.NoPhoneWait([]PhoneUse{{Phone: p, Used: 50}}, ChannelSMS, "", now); !ok || w != 12*time.Hour {
+	if w, ok := r.NoPhoneWait(Live, []PhoneUse{{Phone: p, Used: 50}}, ChannelSMS, "", now); !ok || w != 12*time.Hour {
 		t.Errorf("NoPhoneWait at the warm-up's limit: %v %v, want the next day", w, ok)
 	}
 	// No daily limit, or no warm-up: the daily limit.
@@ -392,10 +427,10 @@ func TestQuarantinedPhoneTakesNothing(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	q := &Phone{ID: "q", Kind: PhoneSimulated, Status: PhoneQuarantined, Channels: []string{ChannelSMS}}
 	r := Routing{}
-	if r.Pick([]PhoneUse{{Phone: q, Used: 0}}, ChannelSMS, "", "", "", now) != nil || r.Status(q, now) != PhoneQuarantined {
+	if r.Pick(Live, []PhoneUse{{Phone: q, Used: 0}}, ChannelSMS, "", "", "", now) != nil || r.Status(q, now) != PhoneQuarantined {
 		t.Error("a quarantined phone was picked, or shows another status")
 	}
-	if _, ok := r.NoPhoneWait([]PhoneUse{{Phone: q, Used: 0}}, ChannelSMS, "", now); ok {
+	if _, ok := r.NoPhoneWait(Live, []PhoneUse{{Phone: q, Used: 0}}, ChannelSMS, "", now); ok {
 		t.Error("NoPhoneWait waits for a quarantined phone, which only the tenant brings back")
 	}
 }

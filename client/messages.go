@@ -77,6 +77,38 @@ type Message struct {
 	SentAt      *time.Time `json:"sent_at"`
 	DeliveredAt *time.Time `json:"delivered_at"`
 	FailedAt    *time.Time `json:"failed_at"`
+	// Engine is what carried the message: EngineSimulator (every test
+	// message), EngineAndroid, EngineSMPP, EngineTwilio, EngineRBM or
+	// EngineIMessage.
+	Engine Engine `json:"engine"`
+	// ReadAt is when the recipient read a chat message, if its engine
+	// reports reads.
+	ReadAt *time.Time `json:"read_at"`
+	// Fallback is set when a chat message of channel auto was sent again
+	// by SMS.
+	Fallback *Fallback `json:"fallback"`
+}
+
+// Engine is what carried a message.
+type Engine string
+
+// Engines.
+const (
+	EngineSimulator Engine = "simulator"
+	EngineAndroid   Engine = "android"
+	EngineSMPP      Engine = "smpp"
+	EngineTwilio    Engine = "twilio"
+	EngineRBM       Engine = "rbm"
+	EngineIMessage  Engine = "imessage"
+)
+
+// Fallback says that a chat message was not delivered in time (or its
+// number lost chat) and was sent again by SMS.
+type Fallback struct {
+	// From is the channel the message left on first: ChannelChat.
+	From Channel `json:"from"`
+	// Reason says why.
+	Reason string `json:"reason"`
 }
 
 // SendParams is a message to send: To, and exactly one of Body or Template

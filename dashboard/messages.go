@@ -155,6 +155,7 @@ func (h *Handler) message(w http.ResponseWriter, r *http.Request, v *visit) erro
 		step("Scheduled to go out after quiet hours", m.ScheduledAt, false)
 		step("Sent to the provider", m.SentAt, false)
 		step("Delivered", m.DeliveredAt, false)
+		step("Read", m.ReadAt, false)
 		step("Failed", m.FailedAt, true)
 	}
 	ds, err := h.cfg.Store.MessageDeliveries(ctx, v.tenant.ID, v.env, m.ID)

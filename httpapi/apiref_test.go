@@ -78,11 +78,11 @@ func TestAPIReferenceFindsDrift(t *testing.T) {
 			return strings.Replace(md, "| `failed_at` | timestamp or null | |\n", "", 1)
 		}, "Message has the property failed_at"},
 		{"a row of no property", nil, func(md string) string {
-			return strings.Replace(md, "| `failed_at` | timestamp or null | |\n", "| `failed_at` | timestamp or null | |\n| `read_at` | timestamp or null | |\n", 1)
-		}, "the table of Message documents read_at"},
+			return strings.Replace(md, "| `failed_at` | timestamp or null | |\n", "| `failed_at` | timestamp or null | |\n| `billed_at` | timestamp or null | |\n", 1)
+		}, "the table of Message documents billed_at"},
 		{"a new property", func(doc map[string]any) {
-			dig(doc, "components", "schemas", "Message", "properties")["engine"] = map[string]any{"type": "string"}
-		}, nil, "Message has the property engine"},
+			dig(doc, "components", "schemas", "Message", "properties")["billed_units"] = map[string]any{"type": "string"}
+		}, nil, "Message has the property billed_units"},
 		{"a new schema", func(doc map[string]any) {
 			dig(doc, "components", "schemas")["Thing"] = map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": "string"}}}
 		}, nil, "the schema Thing has no table"},

@@ -34,23 +34,32 @@ type MessageStore interface {
 
 // messageJSON is the message record (docs/api.md).
 type messageJSON struct {
-	ID            string     `json:"id"`
-	Direction     string     `json:"direction"`
-	From          string     `json:"from"`
-	To            string     `json:"to"`
-	Body          string     `json:"body"`
-	Channel       string     `json:"channel"`
-	Status        string     `json:"status"`
-	FailureReason *string    `json:"failure_reason"`
-	ErrorCode     *string    `json:"error_code"`
-	Template      *string    `json:"template"`
-	CampaignID    *string    `json:"campaign_id"`
-	Livemode      bool       `json:"livemode"`
-	CreatedAt     time.Time  `json:"created_at"`
-	ScheduledAt   *time.Time `json:"scheduled_at"`
-	SentAt        *time.Time `json:"sent_at"`
-	DeliveredAt   *time.Time `json:"delivered_at"`
-	FailedAt      *time.Time `json:"failed_at"`
+	ID            string        `json:"id"`
+	Direction     string        `json:"direction"`
+	From          string        `json:"from"`
+	To            string        `json:"to"`
+	Body          string        `json:"body"`
+	Channel       string        `json:"channel"`
+	Status        string        `json:"status"`
+	FailureReason *string       `json:"failure_reason"`
+	ErrorCode     *string       `json:"error_code"`
+	Template      *string       `json:"template"`
+	CampaignID    *string       `json:"campaign_id"`
+	Livemode      bool          `json:"livemode"`
+	CreatedAt     time.Time     `json:"created_at"`
+	ScheduledAt   *time.Time    `json:"scheduled_at"`
+	SentAt        *time.Time    `json:"sent_at"`
+	DeliveredAt   *time.Time    `json:"delivered_at"`
+	FailedAt      *time.Time    `json:"failed_at"`
+	Engine        string        `json:"engine"`
+	ReadAt        *time.Time    `json:"read_at"`
+	Fallback      *fallbackJSON `json:"fallback"`
+}
+
+// fallbackJSON says that a chat message was sent again by SMS.
+type fallbackJSON struct {
+	From   string `json:"from"`
+	Reason string `json:"reason"`
 }
 
 func strOrNil(s string) *string {
@@ -66,7 +75,15 @@ func toMessageJSON(m *sb.Message) messageJSON {
 		FailureReason: strOrNil(m.FailureReason), ErrorCode: strOrNil(m.ErrorCode), Template: strOrNil(m.Template),
 		CampaignID: strOrNil(m.CampaignID), Livemode: m.Env == sb.Live, CreatedAt: m.CreatedAt,
 		ScheduledAt: m.ScheduledAt, SentAt: m.SentAt, DeliveredAt: m.DeliveredAt, FailedAt: m.FailedAt,
+		Engine: m.CarriedBy(), ReadAt: m.ReadAt, Fallback: toFallbackJSON(m.Fallback),
 	}
+}
+
+func toFallbackJSON(f *sb.Fallback) *fallbackJSON {
+	if f == nil {
+		return nil
+	}
+	return &fallbackJSON{From: f.From, Reason: f.Reason}
 }
 
 // sendJSON is the answer to an accepted send.

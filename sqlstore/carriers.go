@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -556,11 +557,33 @@ func (c *carrierTx) evaluate(ctx context.Context, messageID, reason string, at t
 }
 
 // inbound stores a text received on one of the link's numbers.
+// RecordRead keeps when the chat message that the link knows as
+// externalID was read (read_at); a second READ changes nothing.
+func (db *DB) RecordRead(ctx context.Context, link, externalID string, at time.Time) error {
+	return db.Write(ctx, func(tx *Tx) error {
+		_, err := tx.exec(ctx, `UPDATE messages SET read_at = ? WHERE read_at IS NULL AND id =
+			(SELECT message_id FROM carrier_ids WHERE link = ? AND external_id = ?)`, sb.Micros(at), link, externalID)
+		return err
+	})
+}
+
 func (c *carrierTx) inbound(ctx context.Context, m *sb.Message) error {
 	if m == nil {
 		return nil
 	}
-	p, err := scanPhone(c.tx.queryRow(ctx, `SELECT `+phoneCols+` FROM phones WHERE link = ? AND number = ?`, c.link, m.To))
+	var p *sb.Phone
+	var err error
+	if m.To == "" {
+		// A chat engine's user writes to the agent, not to a number: the
+		// text goes to the link's phone that last wrote to the user.
+		p, err = scanPhone(c.tx.queryRow(ctx, `SELECT `+phoneColsP+` FROM messages m JOIN phones p ON p.id = m.phone_id
+			WHERE p.link = ? AND m.to_number = ? AND m.direction = 'outbound' ORDER BY m.id DESC LIMIT 1`, c.link, m.From))
+		if err == nil {
+			m.To = p.Number
+		}
+	} else {
+		p, err = scanPhone(c.tx.queryRow(ctx, `SELECT `+phoneCols+` FROM phones WHERE link = ? AND number = ?`, c.link, m.To))
+	}
 	if sb.ErrorCode(err) == sb.CodeNotFound {
 		return nil // no tenant has the number (any more): nothing to store
 	}
@@ -568,8 +591,8 @@ func (c *carrierTx) inbound(ctx context.Context, m *sb.Message) error {
 		return err
 	}
 	in := *m
-	in.ID, in.TenantID, in.Env, in.PhoneID = sb.NewID(), p.TenantID, sb.Live, p.ID
-	in.Direction, in.Status, in.Channel = sb.Inbound, sb.StatusReceived, sb.ChannelSMS
+	in.ID, in.TenantID, in.Env, in.PhoneID, in.PhoneKind = sb.NewID(), p.TenantID, sb.Live, p.ID, p.Kind
+	in.Direction, in.Status, in.Channel = sb.Inbound, sb.StatusReceived, cmp.Or(in.Channel, sb.ChannelSMS)
 	if in.CreatedAt.IsZero() {
 		in.CreatedAt = time.Now().UTC()
 	}

@@ -470,9 +470,9 @@ func (t *Tx) reroute(ctx context.Context, m *routeRow, now time.Time, cache rout
 	}
 	// A campaign message's reservation on its first phone (counted_phone)
 	// stays where it was counted: the message no longer holds it.
-	_, err = t.exec(ctx, `UPDATE messages SET phone_id = ?, from_number = ?, device_id = NULL, valid_until = NULL, device_state = NULL,
+	_, err = t.exec(ctx, `UPDATE messages SET phone_id = ?, from_number = ?, engine = ?, device_id = NULL, valid_until = NULL, device_state = NULL,
 		device_due = ?, run_at = ?, counted_phone = CASE WHEN counted_phone = ? THEN counted_phone ELSE NULL END WHERE id = ?`,
-		p.ID, p.Number, deviceDue, runAt, p.ID, m.id)
+		p.ID, p.Number, sb.EngineOf(sb.Live, p.Kind), deviceDue, runAt, p.ID, m.id)
 	return p.ID != m.phoneID, err
 }
 

@@ -18,7 +18,8 @@ import (
 )
 
 const messageCols = `id, tenant_id, environment, direction, from_number, to_number, body, channel, status,
-	failure_reason, error_code, template, campaign_id, phone_id, created_at, scheduled_at, sent_at, delivered_at, failed_at, attempts`
+	failure_reason, error_code, template, campaign_id, phone_id, created_at, scheduled_at, sent_at, delivered_at, failed_at, attempts,
+	engine, read_at, fallback_from, fallback_reason`
 
 func scanMessage(row interface{ Scan(...any) error }) (*sb.Message, error) {
 	return scanMessageWith(row)
@@ -28,11 +29,12 @@ func scanMessage(row interface{ Scan(...any) error }) (*sb.Message, error) {
 func scanMessageWith(row interface{ Scan(...any) error }, extra ...any) (*sb.Message, error) {
 	var m sb.Message
 	var env string
-	var reason, code, tmpl, campaign, phone sql.NullString
+	var reason, code, tmpl, campaign, phone, engine, fbFrom, fbReason sql.NullString
 	var created int64
-	var sched, sent, delivered, failed sql.NullInt64
+	var sched, sent, delivered, failed, read sql.NullInt64
 	err := row.Scan(append([]any{&m.ID, &m.TenantID, &env, &m.Direction, &m.From, &m.To, &m.Body, &m.Channel, &m.Status,
-		&reason, &code, &tmpl, &campaign, &phone, &created, &sched, &sent, &delivered, &failed, &m.Attempts}, extra...)...)
+		&reason, &code, &tmpl, &campaign, &phone, &created, &sched, &sent, &delivered, &failed, &m.Attempts,
+		&engine, &read, &fbFrom, &fbReason}, extra...)...)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, sb.ErrNotFound
@@ -43,6 +45,10 @@ func scanMessageWith(row interface{ Scan(...any) error }, extra ...any) (*sb.Mes
 	m.FailureReason, m.ErrorCode, m.Template, m.CampaignID, m.PhoneID = reason.String, code.String, tmpl.String, campaign.String, phone.String
 	m.CreatedAt = sb.FromMicros(created)
 	m.ScheduledAt, m.SentAt, m.DeliveredAt, m.FailedAt = optTime(sched), optTime(sent), optTime(delivered), optTime(failed)
+	m.Engine, m.ReadAt = cmp.Or(engine.String, sb.EngineSimulator), optTime(read)
+	if fbFrom.Valid {
+		m.Fallback = &sb.Fallback{From: fbFrom.String, Reason: fbReason.String}
+	}
 	return &m, nil
 }
 
@@ -298,7 +304,7 @@ func (t *Tx) readRecipient(ctx context.Context, tenantID string, env sb.Environm
 // other recipients the transaction read stay as they were (the insert
 // changes no other row), and this one reads as known from now on.
 func (t *Tx) insertRecipient(ctx context.Context, k rcpKey, phoneID string, now time.Time) error {
-	row := []any{k.tenantID, string(k.env), k.number, 0, phoneID, sb.Micros(now), sb.Micros(now)}
+	row := []any{k.tenantID, string(k.env), k.number, 0, nullStr(phoneID), sb.Micros(now), sb.Micros(now)}
 	kept := t.recipients
 	if t.db.dialect == Postgres {
 		t.newRecipients = append(t.newRecipients, row)
@@ -456,6 +462,7 @@ func (t *Tx) deferredStatement() (query string, args []any, counters int) {
 var (
 	messageInsertTypes = []string{"text", "text", "text", "text", "text", "text", "text", "text", "text",
 		"text", "text", "text", "text", "text", "bigint", "bigint", "bigint", "bigint", "bigint", "integer",
+		"text", "bigint", "text", "text",
 		"bigint", "bigint", "integer", "text", "text"}
 	counterTypes = []string{"text", "text", "text", "text", "integer", "bigint"}
 )
@@ -649,7 +656,7 @@ func (t *Tx) pickPhone(ctx context.Context, key phoneKey, channel, from, sticky,
 	}
 	reread := tp.cached && sendsOn(tp.uses, channel)
 	for {
-		chosen := t.db.routing.Pick(tp.uses, channel, from, sticky, exclude, now)
+		chosen := t.db.routing.Pick(key.env, tp.uses, channel, from, sticky, exclude, now)
 		if chosen == nil {
 			if !reread {
 				return nil, nil
@@ -700,19 +707,67 @@ var errOptedOut = sb.Errorf(sb.CodeRecipientOptedOut, "The recipient opted out (
 // trying again when waiting can help (see Routing.NoPhoneWait).
 func (t *Tx) noPhone(key phoneKey, channels []string, from string, now time.Time) error {
 	var e *sb.Error
-	if from != "" {
+	tp := t.phones[key]
+	switch {
+	case tp != nil && len(tp.uses) == 0:
+		e = sb.Errorf(sb.CodeNoPhoneAvailable, "No sending phone is available: this tenant has no sending phone. Add one (POST /v1/phones) or ask the operator to bind a number.")
+	case from != "" && tp != nil && simulatedNumber(key.env, tp.uses, from):
+		e = sb.Errorf(sb.CodeNoPhoneAvailable, "The phone %s is simulated: live messages go out from the tenant's real phones once it has one.", from)
+	case from != "":
 		e = sb.Errorf(sb.CodeNoPhoneAvailable, "The phone %s cannot send now: it is offline, at its daily limit or does not send %s.", from, channels[len(channels)-1])
-	} else {
+	default:
 		e = sb.Errorf(sb.CodeNoPhoneAvailable, "No sending phone is available: every phone is offline or at its daily limit.")
 	}
-	if tp := t.phones[key]; tp != nil {
+	if tp != nil {
 		for _, c := range channels {
-			if wait, ok := t.db.routing.NoPhoneWait(tp.uses, c, from, now); ok && (e.RetryAfter == 0 || wait < e.RetryAfter) {
+			if wait, ok := t.db.routing.NoPhoneWait(key.env, tp.uses, c, from, now); ok && (e.RetryAfter == 0 || wait < e.RetryAfter) {
 				e.RetryAfter = wait
 			}
 		}
 	}
 	return e
+}
+
+// onlyLimited reports whether a phone of key's list would take a message on one
+// of channels but for its daily limit (sb.Routing.Full).
+func (t *Tx) onlyLimited(key phoneKey, channels []string, from string, now time.Time) bool {
+	tp := t.phones[key]
+	if tp == nil {
+		return false
+	}
+	for _, c := range channels {
+		if t.db.routing.Full(tp.uses, c, from, now) {
+			return true
+		}
+	}
+	return false
+}
+
+// phoneNumbered returns the phone of key's list whose number is from, or
+// nil.
+func (t *Tx) phoneNumbered(key phoneKey, from string) *sb.Phone {
+	if tp := t.phones[key]; tp != nil && from != "" {
+		for _, u := range tp.uses {
+			if u.Phone.Number == from {
+				return u.Phone
+			}
+		}
+	}
+	return nil
+}
+
+// simulatedNumber reports whether from is the number of a simulated phone
+// that a live message of env must skip (sb.SkipsSimulated).
+func simulatedNumber(env sb.Environment, uses []sb.PhoneUse, from string) bool {
+	if !sb.SkipsSimulated(env, uses) {
+		return false
+	}
+	for _, u := range uses {
+		if u.Phone.Number == from && u.Phone.Kind == sb.PhoneSimulated {
+			return true
+		}
+	}
+	return false
 }
 
 func errNewContactLimit(limit int) error {
@@ -806,7 +861,7 @@ func (db *DB) acceptFn(ctx context.Context, s *sb.Send, h *handover) func(*Tx) e
 		if err != nil {
 			return err
 		}
-		tried := []string{m.Channel}
+		tried, detected := []string{m.Channel}, m.Channel
 		if chosen == nil && s.Auto && m.Channel == sb.ChannelChat {
 			// auto: no phone that sends chat can take it, so it goes by sms.
 			m.Channel = sb.ChannelSMS
@@ -815,13 +870,25 @@ func (db *DB) acceptFn(ctx context.Context, s *sb.Send, h *handover) func(*Tx) e
 				return err
 			}
 		}
-		if chosen == nil {
+		switch {
+		case chosen == nil && m.Env != sb.Live && !tx.onlyLimited(key, tried, s.From, now):
+			// Test mode needs no phone: the simulator sends from its
+			// sandbox number, or from the named phone whatever its state.
+			m.From, m.PhoneID, m.PhoneKind, m.Channel = sb.SandboxNumber, "", sb.PhoneSimulated, detected
+			if ph := tx.phoneNumbered(key, s.From); ph != nil {
+				m.From, m.PhoneID, m.PhoneKind = ph.Number, ph.ID, ph.Kind
+			} else if s.From != "" {
+				return tx.noPhone(key, tried, s.From, now)
+			}
+		case chosen == nil:
 			return tx.noPhone(key, tried, s.From, now)
+		default:
+			m.From, m.PhoneID, m.PhoneKind = chosen.Number, chosen.ID, chosen.Kind
+			if err := tx.countOnPhone(ctx, m.Env, chosen, day); err != nil {
+				return err
+			}
 		}
-		m.From, m.PhoneID, m.PhoneKind = chosen.Number, chosen.ID, chosen.Kind
-		if err := tx.countOnPhone(ctx, m.Env, chosen, day); err != nil {
-			return err
-		}
+		m.Engine = sb.EngineOf(m.Env, m.PhoneKind)
 		if !rcp.known {
 			tx.bumpLater(m.TenantID, m.Env, "new_contacts", day)
 			if err := tx.insertRecipient(ctx, rcpKey{m.TenantID, m.Env, m.To}, m.PhoneID, now); err != nil {
@@ -907,7 +974,7 @@ func (t *Tx) insertMessage(ctx context.Context, m *sb.Message, runAt *time.Time,
 
 const (
 	messageInsertCols = messageCols + `, run_at, device_due, from_pinned, external_id, claimed_by`
-	messageInsertN    = 25
+	messageInsertN    = 29
 )
 
 // messageRow is the values of messageInsertCols for m.
@@ -919,7 +986,28 @@ func messageRow(m *sb.Message, runAt *time.Time, pinned bool, claimer string) []
 	return []any{m.ID, m.TenantID, string(m.Env), m.Direction, m.From, m.To, m.Body, m.Channel, m.Status,
 		nullStr(m.FailureReason), nullStr(m.ErrorCode), nullStr(m.Template), nullStr(m.CampaignID), nullStr(m.PhoneID),
 		sb.Micros(m.CreatedAt), microsOrNil(m.ScheduledAt), microsOrNil(m.SentAt), microsOrNil(m.DeliveredAt), microsOrNil(m.FailedAt),
-		m.Attempts, queue, device, boolInt(pinned), nullStr(m.ExternalID), nullStr(claimer)}
+		m.Attempts, engineOf(m), microsOrNil(m.ReadAt), fallbackFrom(m), fallbackReason(m),
+		queue, device, boolInt(pinned), nullStr(m.ExternalID), nullStr(claimer)}
+}
+
+// engineOf is the engine column of m: its Engine, else the engine of its
+// environment and phone kind.
+func engineOf(m *sb.Message) string {
+	return m.CarriedBy()
+}
+
+func fallbackFrom(m *sb.Message) any {
+	if m.Fallback == nil {
+		return nil
+	}
+	return m.Fallback.From
+}
+
+func fallbackReason(m *sb.Message) any {
+	if m.Fallback == nil {
+		return nil
+	}
+	return m.Fallback.Reason
 }
 
 // insertMessageLater is insertMessage right before the commit, with the

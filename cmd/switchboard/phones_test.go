@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/provider/android/agent"
 )
 
@@ -251,11 +252,24 @@ func TestPhonesAPI(t *testing.T) {
 			msgWantErr(t, s.do(t, "GET", "/v1/phones/"+id, tn.Live, nil), 404, "NOT_FOUND", "")
 			msgWantErr(t, s.do(t, "DELETE", "/v1/phones/"+id, tn.Live, nil), 404, "NOT_FOUND", "")
 			// The simulated phone of tenant create can go like any other; the
-			// tenant then has no phone to send from.
+			// tenant then has no phone to send live messages from, and test
+			// mode needs none: the simulator's sandbox number sends them.
 			if r := s.do(t, "DELETE", "/v1/phones/"+tn.Phone.ID, tn.Live, nil); r.Status != 200 {
 				t.Fatalf("delete the simulated phone: %d %s", r.Status, r.Raw)
 			}
-			msgWantErr(t, s.do(t, "POST", "/v1/messages", tn.Test, map[string]any{"to": msgAwake(t), "body": "hi"}), 503, "NO_PHONE_AVAILABLE", "")
+			r = s.do(t, "POST", "/v1/messages", tn.Live, map[string]any{"to": msgAwake(t), "body": "hi"})
+			msgWantErr(t, r, 503, "NO_PHONE_AVAILABLE", "")
+			if !strings.Contains(string(r.Raw), "this tenant has no sending phone") {
+				t.Errorf("NO_PHONE_AVAILABLE with no phones: %s", r.Raw)
+			}
+			r = s.do(t, "POST", "/v1/messages", tn.Test, map[string]any{"to": msgAwake(t), "body": "hi"})
+			if r.Status != 202 || r.Data()["from"] != sb.SandboxNumber {
+				t.Fatalf("test send with no phone: %d %s", r.Status, r.Raw)
+			}
+			m := s.do(t, "GET", "/v1/messages/"+r.Data()["message_id"].(string), tn.Test, nil).Data()
+			if m["engine"] != "simulator" {
+				t.Errorf("test message's engine: %v", m["engine"])
+			}
 		}},
 	})
 }
