@@ -891,34 +891,6 @@ func TestDeviceValidUntilMovesMessages(t *testing.T) {
 				}
 			}
 		}},
-		{"deleting the phone a message named fails the message, through the API or the operator command", func(t *testing.T, s *server, db string) {
-			tn := msgTenant(t, db)
-			devOnlyAndroid(t, s, tn)
-			_, _, codeOther := devPhone(t, s, tn.Live, nil)
-			other, _ := devAgent(t, s, codeOther, agent.Options{}, true) // online, and takes what it is given
-			for _, how := range []string{"API", "operator"} {
-				id, number, code := devPhone(t, s, tn.Live, nil)
-				var reg smsgateway.MobileRegisterResponse
-				devCall(t, s, "POST", "/device", "Code "+code, smsgateway.MobileRegisterRequest{}, &reg)
-				devCall(t, s, "GET", "/device", "Bearer "+reg.Token, nil, nil) // seen: online; its device takes nothing
-				msg := msgSend(t, s, tn.Live, map[string]any{"to": msgAwake(t), "body": "x", "from": number})["message_id"].(string)
-				if how == "API" {
-					if r := s.do(t, "DELETE", "/v1/phones/"+id, tn.Live, nil); r.Status != 200 {
-						t.Fatalf("delete: %d %s", r.Status, r.Raw)
-					}
-				} else {
-					cli(t, db, "phone", "delete", id)
-				}
-				m := msgWait(t, s, tn.Live, msg, "failed")
-				if reason, _ := m["failure_reason"].(string); !strings.Contains(reason, number+" ("+id+") named by from was deleted") ||
-					m["error_code"] != "DELIVERY_FAILED" || m["from"] != number {
-					t.Errorf("deleted by the %s: %v", how, m)
-				}
-				if other.SentCount(msg) != 0 {
-					t.Errorf("deleted by the %s: the message went out from the other phone", how)
-				}
-			}
-		}},
 	})
 }
 

@@ -367,7 +367,7 @@ func phoneCmd(ctx context.Context, args []string, getenv func(string) string, st
 		tenant = f.String("tenant", "", "tenant id (required)")
 	case "delete":
 		f.synopsis = "PHONE_ID"
-		f.about = "Deletes a phone of any tenant: its device's token and inbound secret stop working, and its queued messages go to the tenant's other phones (a carrier phone's fail, and so do those sent with from naming it)."
+		f.about = "Deletes a phone of any tenant: its device's token and inbound secret stop working, and its queued messages go to the tenant's other phones (a carrier phone's fail)."
 	default:
 		f.synopsis = "PHONE_ID"
 	}

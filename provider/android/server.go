@@ -889,9 +889,6 @@ func (s *Server) Run(ctx context.Context) {
 				s.metrics.unknown.Add(float64(sw.Unknown))
 				s.cfg.Log.Warn("device messages failed: their phone took them and never reported whether it sent them", "count", sw.Unknown)
 			}
-			if sw.SenderDeleted > 0 {
-				s.cfg.Log.Info("device messages failed: the phone their sender named was deleted", "count", sw.SenderDeleted)
-			}
 			if sw.Considered < batch {
 				break
 			}

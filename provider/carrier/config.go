@@ -24,7 +24,13 @@ import (
 const (
 	TypeSMPP   = "smpp"
 	TypeTwilio = "twilio"
+	// TypeRBM is a chat engine: an RCS Business Messaging agent
+	// (docs/chat.md). Its phones send on the chat channel only.
+	TypeRBM = "rbm"
 )
+
+// IsChatType reports whether a link of type typ is a chat engine.
+func IsChatType(typ string) bool { return typ == TypeRBM }
 
 // Secret is a credential read from the environment. It prints as
 // "<hidden>", so that no log line or error can show it by accident.
@@ -85,11 +91,25 @@ type Config struct {
 	AccountSID   string `json:"account_sid"`
 	AuthTokenEnv string `json:"auth_token_env"`
 
+	// RBM: the agent, the environment variable naming its service
+	// account's JSON key file, and the one holding the webhook's client
+	// token (BaseURL is the API's, default
+	// https://rcsbusinessmessaging.googleapis.com).
+	AgentID               string `json:"agent_id"`
+	ServiceAccountFileEnv string `json:"service_account_file_env"`
+	WebhookClientTokenEnv string `json:"webhook_client_token_env"`
+
 	// Password (SMPP) and AuthToken (Twilio) are read from the variables
-	// the file names.
-	Password  Secret `json:"-"`
-	AuthToken Secret `json:"-"`
+	// the file names; ServiceAccount (RBM) is the contents of the key file
+	// its variable names, ClientToken (RBM) the variable's value.
+	Password       Secret `json:"-"`
+	AuthToken      Secret `json:"-"`
+	ServiceAccount Secret `json:"-"`
+	ClientToken    Secret `json:"-"`
 }
+
+// DefaultRBMBaseURL is the RBM API's address.
+const DefaultRBMBaseURL = "https://rcsbusinessmessaging.googleapis.com"
 
 // DefaultWindow is the default of Config.Window.
 const DefaultWindow = 10
@@ -104,6 +124,7 @@ var fields = map[string][]string{
 	TypeSMPP: {"name", "type", "tps", "window", "addr", "system_id", "password_env", "system_type", "in_doubt_resend_after",
 		"tls", "enquire_link", "data_coding", "source_ton", "source_npi", "dest_ton", "dest_npi", "udh16"},
 	TypeTwilio: {"name", "type", "tps", "window", "base_url", "account_sid", "auth_token_env"},
+	TypeRBM:    {"name", "type", "window", "base_url", "agent_id", "service_account_file_env", "webhook_client_token_env"},
 }
 
 var linkName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
@@ -166,7 +187,7 @@ func Parse(b []byte, getenv func(string) string) ([]Config, error) {
 		}
 		seen[c.Name] = i
 		if err := json.Unmarshal(keys["type"], &c.Type); err != nil || fields[c.Type] == nil {
-			return fail("%s: \"type\" must be \"smpp\" or \"twilio\"", at)
+			return fail("%s: \"type\" must be \"smpp\", \"twilio\" or \"rbm\"", at)
 		}
 		names := make([]string, 0, len(keys))
 		for k := range keys {
@@ -281,6 +302,30 @@ func (c *Config) check(getenv func(string) string) error {
 			return errors.New("account_sid is required")
 		}
 		c.AuthToken, err = secret("auth_token_env", c.AuthTokenEnv, true)
+	case TypeRBM:
+		if c.BaseURL == "" {
+			c.BaseURL = DefaultRBMBaseURL
+		}
+		u, e := url.Parse(c.BaseURL)
+		if e != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return errors.New("base_url: an absolute http(s) URL such as " + DefaultRBMBaseURL)
+		}
+		c.BaseURL = strings.TrimSuffix(c.BaseURL, "/")
+		if c.AgentID == "" {
+			return errors.New("agent_id is required: the RBM agent's id")
+		}
+		var path Secret
+		if path, err = secret("service_account_file_env", c.ServiceAccountFileEnv, true); err != nil {
+			return err
+		}
+		if path != "" {
+			b, e := os.ReadFile(path.Reveal())
+			if e != nil {
+				return fmt.Errorf("service_account_file_env: the key file named by %s cannot be read: %v", c.ServiceAccountFileEnv, errors.Unwrap(e))
+			}
+			c.ServiceAccount = Secret(b)
+		}
+		c.ClientToken, err = secret("webhook_client_token_env", c.WebhookClientTokenEnv, true)
 	}
 	return err
 }
