@@ -118,6 +118,13 @@ type Channels interface {
 	QuietUntil(number string, now time.Time) (time.Time, bool)
 }
 
+// BatchDetector is implemented by Channels that can detect the channel of
+// many numbers in one request (a chat engine's batch check): a campaign
+// asks for each chunk's audience at once before it detects one by one.
+type BatchDetector interface {
+	DetectMany(ctx context.Context, tenantID string, env sb.Environment, numbers []string)
+}
+
 // New returns a Runner.
 func New(store Store, provider Channels, plans sb.Plans, opt Options) *Runner {
 	opt.defaults()
@@ -318,6 +325,17 @@ func (r *Runner) chunk(ctx context.Context, c *sb.Campaign, newContactLimit int,
 		if err := r.provider.ChatAvailable(ctx, c.TenantID, c.Env); err != nil {
 			return nil, err
 		}
+	}
+	if bd, ok := r.provider.(BatchDetector); ok && c.Channel == sb.ChannelAuto {
+		// A chat engine answers for the whole chunk in one request; the
+		// answers are cached, and Detect below finds them there.
+		numbers := make([]string, 0, len(targets))
+		for _, t := range targets {
+			if !t.missing {
+				numbers = append(numbers, t.number)
+			}
+		}
+		bd.DetectMany(ctx, c.TenantID, c.Env, numbers)
 	}
 	ch.Recipients = make([]sb.CampaignRecipient, len(targets))
 	for i, t := range targets {

@@ -147,6 +147,17 @@ func NewPhoneFromSpec(s PhoneSpec) (*sb.Phone, error) {
 		kind = lc.Type
 		if len(chans) == 0 {
 			chans = []string{sb.ChannelSMS}
+			if carrier.IsChatType(lc.Type) {
+				chans = []string{sb.ChannelChat}
+			}
+		}
+		for _, c := range chans {
+			if carrier.IsChatType(lc.Type) && c != sb.ChannelChat {
+				return nil, fmt.Errorf("the %s link %q is a chat engine: its phones send chat only (--channels chat)", lc.Type, lc.Name)
+			}
+			if !carrier.IsChatType(lc.Type) && c == sb.ChannelChat {
+				return nil, errors.New("a carrier phone sends sms only (--channels sms)")
+			}
 		}
 	}
 	if len(chans) == 0 {
@@ -155,9 +166,6 @@ func NewPhoneFromSpec(s PhoneSpec) (*sb.Phone, error) {
 	for _, c := range chans {
 		if c != sb.ChannelSMS && c != sb.ChannelChat {
 			return nil, fmt.Errorf("unknown channel %q (sms, chat)", c)
-		}
-		if c == sb.ChannelChat && s.Link != "" {
-			return nil, errors.New("a carrier phone sends sms only (--channels sms)")
 		}
 	}
 	return &sb.Phone{ID: sb.NewID(), TenantID: s.Tenant, Number: s.Number, Kind: kind, Link: s.Link, DailyLimit: s.DailyLimit,

@@ -42,6 +42,10 @@ type Router struct {
 	kindOf   map[string]string // phone id -> kind
 	outcomes chan sb.Outcome
 	done     chan struct{}
+
+	tenantPhones TenantPhones
+	engines      map[string]ChatEngine
+	chats        map[string]tenantChat
 }
 
 // NewRouter returns a Router that sends simulated and test messages to sim
@@ -147,16 +151,134 @@ func (r *Router) kind(ctx context.Context, m *sb.Message) (string, error) {
 // Outcomes delivers the outcomes of every provider.
 func (r *Router) Outcomes() <-chan sb.Outcome { return r.outcomes }
 
+// ChatEngine is a chat engine as detection sees it (an RBM agent's link).
+type ChatEngine interface {
+	Detect(ctx context.Context, number string) (string, error)
+	DetectMany(ctx context.Context, numbers []string) (map[string]string, error)
+	Up() bool
+}
+
+// TenantPhones lists a tenant's phones.
+type TenantPhones interface {
+	Phones(ctx context.Context, tenantID string, env sb.Environment) ([]*sb.Phone, error)
+}
+
+// UseChatEngines makes live detection ask the tenants' chat engines:
+// engines by link name, phones to learn which a tenant is bound to.
+func (r *Router) UseChatEngines(phones TenantPhones, engines map[string]ChatEngine) {
+	r.mu.Lock()
+	r.tenantPhones, r.engines, r.chats = phones, engines, map[string]tenantChat{}
+	r.mu.Unlock()
+}
+
+// tenantChat is what detection needs to know of a tenant's phones, kept
+// for chatOfFor.
+type tenantChat struct {
+	real    bool     // a phone of a kind other than simulated
+	engines []string // the links of its chat-engine phones
+	until   time.Time
+}
+
+// chatOfFor is how long a tenant's tenantChat is kept: a phone bound or
+// deleted changes detection within it.
+const chatOfFor = 2 * time.Second
+
+// chatOf returns what the tenant's phones say about live detection: nil
+// when no chat engine is configured (the simulator's rules apply).
+func (r *Router) chatOf(ctx context.Context, tenantID string) (*tenantChat, error) {
+	r.mu.Lock()
+	phones := r.tenantPhones
+	tc, ok := r.chats[tenantID]
+	r.mu.Unlock()
+	if phones == nil {
+		return nil, nil
+	}
+	now := time.Now()
+	if ok && now.Before(tc.until) {
+		return &tc, nil
+	}
+	ps, err := phones.Phones(ctx, tenantID, sb.Live)
+	if err != nil {
+		return nil, err
+	}
+	tc = tenantChat{until: now.Add(chatOfFor)}
+	for _, p := range ps {
+		if p.Kind != sb.PhoneSimulated {
+			tc.real = true
+		}
+		if p.Link != "" && p.HasChannel(sb.ChannelChat) {
+			tc.engines = append(tc.engines, p.Link)
+		}
+	}
+	r.mu.Lock()
+	r.chats[tenantID] = tc
+	r.mu.Unlock()
+	return &tc, nil
+}
+
+// engineFor returns the chat engine a live message of tenantID is detected
+// with: sim true while the tenant has only simulated phones (the
+// simulator's rules); else its first chat engine configured here, or nil
+// when it has none (no chat: sms).
+func (r *Router) engineFor(ctx context.Context, tenantID string, env sb.Environment) (eng ChatEngine, sim bool, err error) {
+	if env != sb.Live {
+		return nil, true, nil
+	}
+	tc, err := r.chatOf(ctx, tenantID)
+	if err != nil || tc == nil || !tc.real {
+		return nil, true, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, name := range tc.engines {
+		if e := r.engines[name]; e != nil {
+			return e, false, nil
+		}
+	}
+	return nil, false, nil
+}
+
 // Detect returns the channel number can receive: chat or sms, or
-// DETECTION_UNAVAILABLE. The chat channel is the simulator's.
+// DETECTION_UNAVAILABLE. Test traffic, and live traffic of a tenant with
+// only simulated phones, follow the simulator's rules; a live tenant bound
+// to a chat engine asks that engine (per recipient: chat where the engine
+// reaches the number, else sms); one with real phones and no chat engine
+// gets sms.
 func (r *Router) Detect(ctx context.Context, tenantID string, env sb.Environment, number string) (string, error) {
-	return r.sim.Detect(ctx, tenantID, env, number)
+	eng, sim, err := r.engineFor(ctx, tenantID, env)
+	switch {
+	case err != nil:
+		return "", err
+	case sim:
+		return r.sim.Detect(ctx, tenantID, env, number)
+	case eng == nil:
+		return sb.ChannelSMS, nil
+	}
+	return eng.Detect(ctx, number)
+}
+
+// DetectMany implements campaign.BatchDetector: it asks the tenant's chat
+// engine about numbers at once, so that Detect finds the answers cached.
+func (r *Router) DetectMany(ctx context.Context, tenantID string, env sb.Environment, numbers []string) {
+	if eng, _, err := r.engineFor(ctx, tenantID, env); err == nil && eng != nil && len(numbers) > 0 {
+		eng.DetectMany(ctx, numbers)
+	}
 }
 
 // ChatAvailable returns nil, or CHANNEL_UNAVAILABLE while the chat engine
-// is down for the tenant's environment.
+// is down for the tenant's environment: the simulator's switch, or for a
+// live tenant bound to a chat engine, the engine not answering.
 func (r *Router) ChatAvailable(ctx context.Context, tenantID string, env sb.Environment) error {
-	return r.sim.ChatAvailable(ctx, tenantID, env)
+	eng, sim, err := r.engineFor(ctx, tenantID, env)
+	switch {
+	case err != nil:
+		return err
+	case sim:
+		return r.sim.ChatAvailable(ctx, tenantID, env)
+	case eng != nil && !eng.Up():
+		return sb.Errorf(sb.CodeChannelUnavailable, "The chat engine is not answering; send with channel \"sms\" or \"auto\", or retry.")
+	}
+	return nil
 }
 
 // SetChatDown switches the simulated chat engine of a tenant's environment.

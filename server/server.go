@@ -36,6 +36,7 @@ import (
 	"github.com/switchboard/switchboard/provider"
 	"github.com/switchboard/switchboard/provider/android"
 	"github.com/switchboard/switchboard/provider/carrier"
+	"github.com/switchboard/switchboard/provider/rbm"
 	"github.com/switchboard/switchboard/provider/simulator"
 	"github.com/switchboard/switchboard/provider/smpp"
 	"github.com/switchboard/switchboard/provider/twilio"
@@ -350,8 +351,22 @@ func Run(ctx context.Context, c Config) error {
 	metrics := httpapi.NewMetrics(reg)
 	carrierMetrics := carrier.NewMetrics(reg)
 	var links []carrier.Link
+	chatEngines := map[string]provider.ChatEngine{}
+	var rbmMetrics *rbm.Metrics
 	for _, lc := range linkConfigs {
 		switch lc.Type {
+		case carrier.TypeRBM:
+			if rbmMetrics == nil {
+				rbmMetrics = rbm.NewMetrics(reg)
+			}
+			l, err := rbm.New(lc, db, rbm.Options{Metrics: rbmMetrics, Log: log})
+			if err != nil {
+				return err
+			}
+			links = append(links, l)
+			chatEngines[lc.Name] = l
+			log.Info("chat engine configured", "link", lc.Name, "type", lc.Type, "base_url", lc.BaseURL, "agent_id", lc.AgentID,
+				"events_url", rbm.EventsURL(c.PublicURL, lc.Name))
 		case carrier.TypeSMPP:
 			opt := c.SMPP
 			opt.Metrics, opt.Log = carrierMetrics, log
@@ -402,6 +417,10 @@ func Run(ctx context.Context, c Config) error {
 	defer router.Close()
 	router.Handle(sb.PhoneSMPP, carriers)
 	router.Handle(sb.PhoneTwilio, carriers)
+	router.Handle(sb.PhoneRBM, carriers)
+	if len(chatEngines) > 0 {
+		router.UseChatEngines(db, chatEngines)
+	}
 	reg.MustRegister(newStoreCollector(db, routing, log), newRedeliveryCollector(db, sim, log), newLimitsCollector(db))
 	observer := delivery.NewObserver(reg, log)
 	db.SetObserver(observer.Observe)

@@ -82,7 +82,8 @@ func TestPhoneAddProvider(t *testing.T) {
 	db := sqliteURL(t)
 	tn := newTenant(t, db)
 	providers := writeProviders(t, smppLink("127.0.0.1:1", nil),
-		map[string]any{"name": "tw", "type": "twilio", "base_url": "https://api.twilio.com", "account_sid": "AC1", "auth_token_env": "TW_TOKEN"})
+		map[string]any{"name": "tw", "type": "twilio", "base_url": "https://api.twilio.com", "account_sid": "AC1", "auth_token_env": "TW_TOKEN"},
+		map[string]any{"name": "rcs", "type": "rbm", "agent_id": "agent-1", "service_account_file_env": "RBM_SA", "webhook_client_token_env": "RBM_TOKEN"})
 	var stdout, stderr bytes.Buffer
 	if err := run(context.Background(), []string{"phone", "add", "--tenant", tn.ID, "--number", "+15550100001", "--provider", "tw", "--providers", providers,
 		"--database", db}, noEnv, &stdout, &stderr); err != nil {
@@ -98,6 +99,13 @@ func TestPhoneAddProvider(t *testing.T) {
 	if note := stderr.String(); !strings.Contains(note, `serve's link "tw" is up`) || !strings.Contains(note, "GET /v1/phones") || strings.Count(note, "\n") != 1 {
 		t.Errorf("phone add --provider said %q, want one line on where to see the phone's status", note)
 	}
+	// A chat engine's phone: the tenant's number, sending chat.
+	out = cli(t, db, "phone", "add", "--tenant", tn.ID, "--number", "+15550100003", "--provider", "rcs", "--providers", providers, "--channels", "chat")
+	for _, want := range []string{`"kind":"rbm"`, `"provider":"rcs"`, `"channels":["chat"]`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("phone add printed %s, want %s", out, want)
+		}
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -105,6 +113,7 @@ func TestPhoneAddProvider(t *testing.T) {
 		{[]string{"--provider", "c2", "--providers", providers}, `--provider "c2" is not a link of`},
 		{[]string{"--provider", "c1"}, `--provider needs the providers file`},
 		{[]string{"--provider", "c1", "--providers", providers, "--channels", "sms,chat"}, `a carrier phone sends sms only`},
+		{[]string{"--provider", "rcs", "--providers", providers, "--channels", "sms"}, `its phones send chat only`},
 	} {
 		_, err := cliErr(db, append([]string{"phone", "add", "--tenant", tn.ID, "--number", "+15550100002"}, tc.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
