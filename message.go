@@ -78,6 +78,9 @@ type Message struct {
 	// Fallback is set on a chat message of channel auto that was sent
 	// again by SMS.
 	Fallback *Fallback
+	// ChatFallbackAt, on a chat message of channel auto that a chat engine
+	// carries, is when it goes again by SMS if not delivered by then.
+	ChatFallbackAt *time.Time
 }
 
 // CarriedBy is the engine that carries m: its Engine, or before it is

@@ -113,6 +113,14 @@ const (
 	MaxPhoneRateLimit  = 6_000 // messages a minute: 100 a second
 )
 
+// IsChatEngineKind reports whether kind is the kind of a chat engine's
+// phones (docs/chat.md).
+func IsChatEngineKind(kind string) bool { return kind == PhoneRBM }
+
+// ChatFallbackAfter is the ttl of a chat message of channel auto sent
+// through a chat engine: not delivered by then, it is sent again by SMS.
+const ChatFallbackAfter = time.Hour
+
 // IsCarrierKind reports whether kind is the kind of a carrier link's
 // phones.
 func IsCarrierKind(kind string) bool {

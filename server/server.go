@@ -504,6 +504,12 @@ func Run(ctx context.Context, c Config) error {
 	})
 	wg.Go(func() { devices.Run(bgCtx) })
 	wg.Go(func() { carriers.Run(bgCtx) })
+	if len(chatEngines) > 0 {
+		fallbacks := prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_chat_fallbacks_total",
+			Help: "Chat messages of channel auto sent again by SMS because their chat engine did not deliver them within their ttl."})
+		reg.MustRegister(fallbacks)
+		wg.Go(func() { provider.RunChatFallbacks(bgCtx, db, 30*time.Second, log, fallbacks.Inc) })
+	}
 	wg.Go(func() { dispatcher.Run(bgCtx) })
 	wg.Go(func() { runner.Run(bgCtx) })
 	wg.Go(func() { limiter.sweep(bgCtx, log) })

@@ -104,3 +104,80 @@ func TestEngineAndSimulatedPhones(t *testing.T) {
 		}
 	})
 }
+
+// A chat message of channel auto that a chat engine carries goes again by
+// SMS, once, when not delivered within its ttl; a delivered one, or one
+// sent with channel chat, does not.
+func TestChatFallback(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		tn := writeTestTenant(t, db)
+		chat := &sb.Phone{ID: sb.NewID(), TenantID: tn.ID, Number: "+1555" + sb.NewID()[19:26], Kind: sb.PhoneRBM, Link: "rcs",
+			Channels: []string{"chat"}, Status: sb.PhoneOnline, CreatedAt: time.Now().UTC()}
+		chat.Number = "+15557" + strings.Map(func(r rune) rune { return '0' + r%10 }, sb.NewID()[20:26])
+		if err := db.AddPhone(ctx, chat, nil); err != nil {
+			t.Fatal(err)
+		}
+		sms := addKindPhone(t, db, tn.ID, "+15558"+strings.Map(func(r rune) rune { return '0' + r%10 }, sb.NewID()[20:26]), sb.PhoneSMPP, sb.PhoneOnline, "sms")
+		send := func(auto bool, to string) *sb.Message {
+			s := sendOn(tn.ID, sb.Live, sb.ChannelChat, "")
+			s.Message.To, s.Auto = to, auto
+			if err := db.AcceptSend(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+			if s.Message.PhoneID != chat.ID {
+				t.Fatalf("the chat message went to %s", s.Message.PhoneID)
+			}
+			return s.Message
+		}
+		auto, explicit, delivered := send(true, "+15005550101"), send(false, "+15005550102"), send(true, "+15005550103")
+		if auto.ChatFallbackAt == nil || explicit.ChatFallbackAt != nil {
+			t.Fatalf("fallback deadlines: auto %v, chat %v", auto.ChatFallbackAt, explicit.ChatFallbackAt)
+		}
+		now := time.Now().UTC()
+		for _, m := range []*sb.Message{auto, explicit, delivered} {
+			if _, err := db.RecordCarrier(ctx, "rcs", []sb.CarrierEvent{{Kind: sb.CarrierAccepted, MessageID: m.ID, Parts: 1, ExternalID: "x-" + m.ID, At: now}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := db.RecordCarrier(ctx, "rcs", []sb.CarrierEvent{{Kind: sb.CarrierReceipt, ExternalID: "x-" + delivered.ID, State: sb.ReceiptDelivered, At: now}}); err != nil {
+			t.Fatal(err)
+		}
+		if due, err := db.DueChatFallbacks(ctx, now, 10); err != nil || len(due) != 0 {
+			t.Fatalf("due before the ttl: %v %v", due, err)
+		}
+		later := now.Add(sb.ChatFallbackAfter + time.Minute)
+		due, err := db.DueChatFallbacks(ctx, later, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved := map[string]bool{}
+		for _, id := range due {
+			ok, err := db.ChatFallback(ctx, id, "not delivered by chat within its ttl", later)
+			if err != nil {
+				t.Fatal(err)
+			}
+			moved[id] = ok
+		}
+		if !moved[auto.ID] || moved[delivered.ID] || moved[explicit.ID] || len(moved) != 2 {
+			t.Fatalf("fell back: %v (auto %s, delivered %s)", moved, auto.ID, delivered.ID)
+		}
+		got, err := db.Message(ctx, tn.ID, sb.Live, auto.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Channel != sb.ChannelSMS || got.PhoneID != sms.ID || got.From != sms.Number || got.Engine != sb.EngineSMPP ||
+			got.Status != sb.StatusQueued || got.Fallback == nil || got.Fallback.From != sb.ChannelChat || got.Fallback.Reason == "" {
+			t.Errorf("after the fallback: channel %s phone %s engine %s status %s fallback %+v", got.Channel, got.PhoneID, got.Engine, got.Status, got.Fallback)
+		}
+		if again, err := db.ChatFallback(ctx, auto.ID, "again", later); again || err != nil {
+			t.Errorf("a second fallback: %v %v", again, err)
+		}
+		if d, _ := db.Message(ctx, tn.ID, sb.Live, delivered.ID); d.Status != sb.StatusDelivered || d.Fallback != nil || d.Engine != sb.EngineRBM {
+			t.Errorf("the delivered message changed: %s %+v", d.Status, d.Fallback)
+		}
+		if due, _ := db.DueChatFallbacks(ctx, later, 10); len(due) != 0 {
+			t.Errorf("still due: %v", due)
+		}
+	})
+}

@@ -46,6 +46,9 @@ type Store interface {
 	// RecordRead keeps when the message the link knows as externalID was
 	// read (read_at), once.
 	RecordRead(ctx context.Context, link, externalID string, at time.Time) error
+	// ChatFallback sends a chat message of channel auto again by SMS; it
+	// reports false when the message was not auto (it then fails).
+	ChatFallback(ctx context.Context, messageID, reason string, now time.Time) (bool, error)
 }
 
 // Options tune a Link; zero values take the defaults.

@@ -59,6 +59,11 @@ func setup(t *testing.T) *fixture {
 	if err := db.AddPhone(ctx, ph, nil); err != nil {
 		t.Fatal(err)
 	}
+	sms := &sb.Phone{ID: sb.NewID(), TenantID: tn.ID, Number: "+15551239001", Kind: sb.PhoneSMPP, Link: "c1", Channels: []string{sb.ChannelSMS},
+		Status: sb.PhoneOnline, CreatedAt: now}
+	if err := db.AddPhone(ctx, sms, nil); err != nil {
+		t.Fatal(err)
+	}
 	cfg := carrier.Config{Name: "rcs", Type: carrier.TypeRBM, BaseURL: fake.URL, AgentID: "agent-1", Window: 4,
 		ServiceAccount: carrier.Secret(fake.KeyFile()), ClientToken: token}
 	link, err := rbm.New(cfg, db, rbm.Options{DetectTimeout: 300 * time.Millisecond, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond})
@@ -140,11 +145,13 @@ func TestDetect(t *testing.T) {
 	}
 }
 
-func accept(t *testing.T, f *fixture, to string) *sb.Message {
+func accept(t *testing.T, f *fixture, to string) *sb.Message { return acceptAuto(t, f, to, false) }
+
+func acceptAuto(t *testing.T, f *fixture, to string, auto bool) *sb.Message {
 	t.Helper()
 	m := &sb.Message{ID: sb.NewID(), TenantID: f.tenant.ID, Env: sb.Live, Direction: sb.Outbound, To: to, Body: "Your table is ready",
 		Channel: sb.ChannelChat, Status: sb.StatusQueued, CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
-	if err := f.db.AcceptSend(context.Background(), &sb.Send{Message: m, NewContactLimit: 100}); err != nil {
+	if err := f.db.AcceptSend(context.Background(), &sb.Send{Message: m, Auto: auto, NewContactLimit: 100}); err != nil {
 		t.Fatal(err)
 	}
 	if m.Engine != sb.EngineRBM || m.PhoneID != f.phone.ID {
@@ -249,7 +256,18 @@ func TestSendRefusedAndRetried(t *testing.T) {
 			t.Errorf("%s: failure_reason %q", number, got.FailureReason)
 		}
 	}
-	m := accept(t, f, down)
+	// A number that lost RCS since detection: an auto message goes by
+	// SMS, its record saying so.
+	m := acceptAuto(t, f, notCapable, true)
+	if err := f.link.Send(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	got := waitMessage(t, f, m.ID, func(m *sb.Message) bool { return m.Fallback != nil })
+	if got.Channel != sb.ChannelSMS || got.Engine != sb.EngineSMPP || got.Status != sb.StatusQueued || !contains(got.Fallback.Reason, "not reachable by RCS") {
+		t.Errorf("after a 404 for an auto message: %s %s %s %+v", got.Channel, got.Engine, got.Status, got.Fallback)
+	}
+
+	m = accept(t, f, down)
 	if err := f.link.Send(ctx, m); err != nil {
 		t.Fatal(err)
 	}

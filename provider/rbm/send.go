@@ -87,6 +87,14 @@ func (l *Link) send(ctx context.Context, m *sb.Message) {
 				l.log.Warn("RBM refused a message (403): check the agent's launch and testers", "agent_id", l.cfg.AgentID, "message_id", m.ID)
 			}
 			l.Forget(m.To)
+			if status == http.StatusNotFound {
+				// The number lost RCS since detection: an auto message
+				// goes by SMS instead.
+				if moved, err := l.store.ChatFallback(context.WithoutCancel(ctx), m.ID, reason, now); err == nil && moved {
+					l.opt.Metrics.send(l.cfg.Name, "fell_back")
+					return
+				}
+			}
 			l.opt.Metrics.send(l.cfg.Name, "refused")
 			l.record(ctx, m.ID, []sb.CarrierEvent{{Kind: sb.CarrierRefused, MessageID: m.ID, Parts: 1, Reason: reason, At: now}})
 			return
