@@ -129,6 +129,7 @@ type Metrics struct {
 	submits  *prometheus.CounterVec
 	receipts *prometheus.CounterVec
 	inbound  *prometheus.CounterVec
+	inDoubt  *prometheus.GaugeVec
 }
 
 // NewMetrics registers the links' metrics on reg (when not nil).
@@ -143,9 +144,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Delivery receipts and status callbacks received, by state: delivered, failed, pending."}, []string{"link", "state"}),
 		inbound: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_carrier_inbound_total",
 			Help: "Texts received on carrier links."}, []string{"link"}),
+		inDoubt: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "switchboard_carrier_parts_in_doubt",
+			Help: "Message parts whose answer was lost, held for a receipt before they are written again."}, []string{"link"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.up, m.submits, m.receipts, m.inbound)
+		reg.MustRegister(m.up, m.submits, m.receipts, m.inbound, m.inDoubt)
 	}
 	return m
 }
@@ -182,6 +185,13 @@ func (m *Metrics) Receipt(link string, state int) {
 		name = "failed"
 	}
 	m.receipts.WithLabelValues(link, name).Inc()
+}
+
+// InDoubt sets how many parts a link holds in doubt.
+func (m *Metrics) InDoubt(link string, n int) {
+	if m != nil {
+		m.inDoubt.WithLabelValues(link).Set(float64(n))
+	}
 }
 
 // Inbound counts a received text.

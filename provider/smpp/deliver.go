@@ -301,6 +301,9 @@ func (l *Link) commit(ctx context.Context, batch []recEvent) {
 			l.forgetIfDone(om)
 		}
 	}
+	if len(res.Adopted) > 0 {
+		l.countDoubt()
+	}
 	for _, e := range batch {
 		switch e.ev.Kind {
 		case sb.CarrierAccepted, sb.CarrierRefused:

@@ -185,7 +185,7 @@ func New(cfg carrier.Config, store Store, opt Options) *Link {
 	opt.defaults()
 	hold := time.Duration(cfg.InDoubtResendAfter) * time.Second
 	if hold <= 0 {
-		hold = 30 * time.Second
+		hold = carrier.DefaultInDoubtResendAfter * time.Second
 	}
 	if cfg.Window <= 0 {
 		cfg.Window = carrier.DefaultWindow
@@ -465,6 +465,7 @@ func (l *Link) down(s *session) {
 		}
 	}
 	s.outstanding = map[int32]*outPart{}
+	l.countDoubt()
 	l.mu.Unlock()
 	l.record(marks...)
 	l.opt.Metrics.LinkUp(l.cfg.Name, carrier.TypeSMPP, false)
@@ -551,15 +552,19 @@ func (l *Link) answered(s *session, p *outPart, status data.CommandStatusType, i
 		l.pause = 0
 		ev = &sb.CarrierEvent{Kind: sb.CarrierAccepted, MessageID: p.msg.m.ID, Part: p.i, Parts: len(p.msg.parts), ExternalID: id, At: now}
 		result = "accepted"
-	case status == data.ESME_RTHROTTLED || status == data.ESME_RMSGQFUL:
+	case !nack && (status == data.ESME_RTHROTTLED || status == data.ESME_RMSGQFUL):
 		// The SMSC wants us slower: the part goes first again, after a
 		// pause that doubles while the SMSC keeps refusing.
-		l.pause = min(max(l.pause*2, l.opt.ThrottleMin), 30*time.Second)
+		l.pause = min(max(l.pause*2, l.opt.ThrottleMin), maxPause)
 		l.throttle = now.Add(l.pause)
 		l.requeue(p)
 		result = "throttled"
-	case !nack && transient(status) && p.tries < 3:
+	case !nack && transient(status) && p.tries < maxTransient:
+		// A passing trouble at the SMSC: the same pause as throttling, so
+		// that a minute of trouble does not fail messages for good.
 		p.tries++
+		l.pause = min(max(l.pause*2, l.opt.ThrottleMin), maxPause)
+		l.throttle = now.Add(l.pause)
 		l.requeue(p)
 		result = "retried"
 	default:
@@ -569,21 +574,33 @@ func (l *Link) answered(s *session, p *outPart, status data.CommandStatusType, i
 		if nack {
 			what = "generic_nack"
 		}
-		reason := fmt.Sprintf("SMPP %s %s (0x%08X: %s)", what, status.String(), int32(status), status.Desc())
+		reason := fmt.Sprintf("SMPP %s %s", what, statusText(status))
 		ev = &sb.CarrierEvent{Kind: sb.CarrierRefused, MessageID: p.msg.m.ID, Part: p.i, Parts: len(p.msg.parts), Reason: reason, At: now}
 		result = "refused"
 	}
 	pause := l.pause
 	l.mu.Unlock()
 	l.opt.Metrics.Submit(name, result, 1)
-	if result == "throttled" {
-		l.log.Warn("SMSC throttling: pausing submit_sm", "status", status.String(), "pause", pause.String())
+	switch result {
+	case "throttled":
+		l.log.Warn("SMSC throttling: pausing submit_sm", "status", statusName(status), "pause", pause.String())
+	case "retried":
+		l.log.Warn("SMSC refused a submit_sm for a passing reason: pausing submit_sm, the part goes again", "status", statusName(status), "pause", pause.String())
 	}
 	signal(l.wake)
 	if ev != nil {
 		l.record(recEvent{ev: *ev})
 	}
 }
+
+// maxPause is the longest pause after throttling or a passing error, and
+// maxTransient how many times a part refused for a passing reason
+// (ESME_RSYSERR...) goes again before its message fails: the pauses then
+// add up to several minutes.
+const (
+	maxPause     = 60 * time.Second
+	maxTransient = 10
+)
 
 // transient reports whether a submit_sm refusal may pass if tried again.
 func transient(status data.CommandStatusType) bool {
@@ -666,6 +683,7 @@ func (l *Link) resumeHandedOver(ctx context.Context) {
 			delete(l.msgs, om.m.ID)
 		}
 	}
+	l.countDoubt()
 	if len(l.ready) > 0 {
 		signal(l.wake)
 	}
@@ -734,12 +752,24 @@ func (l *Link) endDoubt(ctx context.Context) {
 		l.ready = append(l.ready, p)
 		resent++
 	}
+	l.countDoubt()
 	l.mu.Unlock()
 	if resent > 0 {
 		l.opt.Metrics.Submit(l.cfg.Name, "resent", resent)
 		l.log.Warn("SMPP parts in doubt had no receipt: writing them again", "parts", resent)
 		signal(l.wake)
 	}
+}
+
+// countDoubt sets the metric of the parts held in doubt. l.mu is held.
+func (l *Link) countDoubt() {
+	n := 0
+	for _, p := range l.doubt {
+		if p.state == partDoubt {
+			n++
+		}
+	}
+	l.opt.Metrics.InDoubt(l.cfg.Name, n)
 }
 
 // forgetIfDone drops om from memory once no part of it waits for
