@@ -62,6 +62,9 @@ type Config struct {
 	// RedisURL, when set, shares rate limits between nodes through Redis:
 	// redis://[:PASSWORD@]HOST:PORT[/DB], rediss:// for TLS, or HOST:PORT.
 	RedisURL string
+	// AllowInsecureProviders allows a twilio link's base_url over plain
+	// http to another host than loopback (see carrier.CheckTransport).
+	AllowInsecureProviders bool
 	// AllowPrivateWebhooks allows webhook urls on loopback and private
 	// networks (development and tests).
 	AllowPrivateWebhooks bool
@@ -203,6 +206,9 @@ func (c *Config) carrierLinks() ([]carrier.Config, error) {
 	}
 	links, err := carrier.LoadFile(c.ProvidersFile, c.Getenv)
 	if err != nil {
+		return nil, err
+	}
+	if _, err := carrier.CheckTransport(links, c.AllowInsecureProviders); err != nil {
 		return nil, err
 	}
 	for _, l := range links {

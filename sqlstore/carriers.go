@@ -238,9 +238,13 @@ func (c *carrierTx) receiptEvent(ctx context.Context, e *sb.CarrierEvent, at tim
 	messageID, part := e.MessageID, e.Part
 	if messageID != "" {
 		// The receipt names its message (a status callback to the
-		// message's own URL): its id may not be recorded yet.
+		// message's own URL): its id may not be recorded yet. It settles
+		// only a message that went out over this link (its phone's link):
+		// an id of another link's message, or another tenant's, changes
+		// nothing.
 		var n int
-		if err := c.tx.queryRow(ctx, `SELECT COUNT(*) FROM messages WHERE id = ?`, messageID).Scan(&n); err != nil {
+		if err := c.tx.queryRow(ctx, `SELECT COUNT(*) FROM messages m JOIN phones p ON p.id = m.phone_id
+			WHERE m.id = ? AND m.direction = 'outbound' AND p.link = ?`, messageID, c.link).Scan(&n); err != nil {
 			return err
 		}
 		if n == 0 {

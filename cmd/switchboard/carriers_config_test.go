@@ -46,17 +46,19 @@ func TestProvidersFileRefused(t *testing.T) {
 			`field "tps" must be a whole number`},
 		{"not JSON", `{"links": [`, nil, `providers file: not a JSON object`},
 		{"twilio without --public-url", `{"links": [` + twOK + `]}`, nil, `the twilio link "tw" needs --public-url`},
+		{"twilio over plain http", `{"links": [{"name": "tw", "type": "twilio", "base_url": "http://api.twilio.example", "account_sid": "AC1", "auth_token_env": "TW_TOKEN"}]}`,
+			[]string{"--public-url", "https://sms.example.com"}, `providers file: links[0] ("tw"): base_url http://api.twilio.example is plain http`},
 		{"no such file", "", []string{"--providers", "/nonexistent/providers.json"}, `--providers: open /nonexistent/providers.json`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			args := tc.args
-			if args == nil {
+			if tc.file != "" {
 				path := filepath.Join(t.TempDir(), "providers.json")
 				if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
 					t.Fatal(err)
 				}
-				args = []string{"--providers", path}
+				args = append([]string{"--providers", path}, args...)
 			}
 			var stderr syncBuffer // the process default logger: see idp_test.go
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -35,6 +35,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	tlsKey := f.string("tls-key", "", "the private key of --tls-cert (PEM)")
 	publicURL := f.string("public-url", "", "the base URL devices reach this service at, e.g. https://sms.example.com (default: the scheme and host a device used)")
 	offlineAfter := f.duration("phone-offline-after", sb.DefaultPhoneOfflineAfter, "an android phone is offline once its device was not seen for this long")
+	allowInsecureProviders := f.bool("allow-insecure-providers", false, "allow a twilio link's base_url over plain http to a host other than loopback (a mock; the auth token crosses the network in clear)")
 	providers := f.string("providers", "", "JSON file of the carrier links (SMPP binds, Twilio accounts); their secrets come from the environment variables it names (see docs/carriers.md)")
 	pingInterval := f.duration("phone-ping-interval", sb.DefaultPingInterval, "how often the app of an android phone pings with its health (battery, network); a ping older than three intervals flags the phone")
 	validFor := f.duration("device-valid-for", android.DefaultValidFor, "how long a message handed to an android phone stays valid there (its validUntil: the app does not send it after)")
@@ -103,7 +104,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		HeartbeatInterval: *heartbeat, NodeDeadAfter: *deadAfter,
 		DebugAddr: *debugAddr, IdPSecret: *idpSecret, IdPJWKS: *idpJWKS, IdPIssuer: *idpIssuer, IdPAudience: *idpAudience,
 		TLSCert: *tlsCert, TLSKey: *tlsKey, PublicURL: *publicURL, PhoneOfflineAfter: *offlineAfter, DeviceValidFor: *validFor, PhonePingInterval: *pingInterval, DeviceOutcomeAfter: *outcomeAfter,
-		ProvidersFile: *providers, Getenv: getenv, DBMaxConns: *dbMaxConns, DBConnWait: *dbWait, DBWriters: *dbWriters, RedisTimeout: *redisTimeout, RedisCooldown: *redisCooldown,
+		ProvidersFile: *providers, AllowInsecureProviders: *allowInsecureProviders, Getenv: getenv, DBMaxConns: *dbMaxConns, DBConnWait: *dbWait, DBWriters: *dbWriters, RedisTimeout: *redisTimeout, RedisCooldown: *redisCooldown,
 		MaxConns: *maxConns, MaxConnsPerAddr: *maxConnsPerAddr, HeaderTimeout: *headerTimeout, IdleTimeout: *idleTimeout, TrustedProxies: *trustedProxies, PairingSecret: *pairingSecret,
 		ACME: switchboard.ACME{Domains: *acmeDomains, Email: *acmeEmail, Directory: *acmeDir, Cache: *acmeCache, HTTPAddr: *acmeHTTP, CARoots: *acmeRoots}})
 }

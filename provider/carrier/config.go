@@ -330,6 +330,39 @@ func (c *Config) check(getenv func(string) string) error {
 	return err
 }
 
+// CheckTransport refuses a twilio link whose base_url is plain http to a
+// host other than this machine's loopback: its auth token would cross the
+// network in clear. allowInsecure (serve --allow-insecure-providers)
+// allows it, for a mock on another host. It returns the links that use
+// plain http, for a warning.
+func CheckTransport(links []Config, allowInsecure bool) (insecure []string, err error) {
+	for i, c := range links {
+		if c.Type != TypeTwilio {
+			continue
+		}
+		u, e := url.Parse(c.BaseURL)
+		if e != nil || u.Scheme != "http" {
+			continue
+		}
+		if isLoopback(u.Hostname()) {
+			continue
+		}
+		if !allowInsecure {
+			return nil, fmt.Errorf("providers file: links[%d] (%q): base_url %s is plain http: the auth token would cross the network in clear; use https, or serve --allow-insecure-providers (a mock on another host)", i, c.Name, c.BaseURL)
+		}
+		insecure = append(insecure, c.Name)
+	}
+	return insecure, nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // Find returns the link of the file named name.
 func Find(links []Config, name string) (Config, bool) {
 	for _, l := range links {

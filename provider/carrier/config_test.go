@@ -48,3 +48,20 @@ func TestParseContractExample(t *testing.T) {
 		t.Fatalf("Find: %v %v", l, ok)
 	}
 }
+
+// TestCheckTransport: a twilio link over plain http is refused, unless to
+// loopback or allowed.
+func TestCheckTransport(t *testing.T) {
+	links := func(base string) []Config { return []Config{{Name: "tw", Type: TypeTwilio, BaseURL: base}} }
+	if _, err := CheckTransport(links("http://api.example"), false); err == nil || !strings.Contains(err.Error(), "plain http") {
+		t.Fatalf("plain http: %v", err)
+	}
+	if in, err := CheckTransport(links("http://api.example"), true); err != nil || len(in) != 1 {
+		t.Fatalf("allowed: %v %v", in, err)
+	}
+	for _, ok := range []string{"https://api.twilio.com", "http://127.0.0.1:9000", "http://[::1]:9000", "http://localhost:9000"} {
+		if _, err := CheckTransport(links(ok), false); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+}

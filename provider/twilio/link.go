@@ -22,6 +22,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +35,9 @@ import (
 // Store is what a link needs from storage.
 type Store interface {
 	RecordCarrier(ctx context.Context, link string, evs []sb.CarrierEvent) (sb.CarrierResult, error)
+	// Message reads a message, to check before a retry that it is not
+	// final (a status callback may have settled it meanwhile).
+	Message(ctx context.Context, tenantID string, env sb.Environment, id string) (*sb.Message, error)
 }
 
 // Options tune a Link; zero values take the defaults.
@@ -302,9 +306,33 @@ type apiError struct {
 	Message string `json:"message"`
 }
 
+// settled reports whether j's message must not be sent again: a status
+// callback made it final, or showed that Twilio has it (sent), while it
+// waited for a retry. A second request is a second text and a second
+// charge.
+func (l *Link) settled(ctx context.Context, j *job) bool {
+	if j.tries == 0 {
+		return false
+	}
+	m, err := l.store.Message(ctx, j.m.TenantID, j.m.Env, j.m.ID)
+	if err != nil {
+		return sb.ErrorCode(err) == sb.CodeNotFound
+	}
+	switch m.Status {
+	case sb.StatusSent, sb.StatusDelivered, sb.StatusFailed:
+		l.log.Info("Twilio message settled while it waited for a retry: not sent again", "message_id", j.m.ID, "status", m.Status)
+		return true
+	}
+	return false
+}
+
 // send makes one API request for j and acts on its answer.
 func (l *Link) send(ctx context.Context, j *job) {
 	m := j.m
+	if l.settled(ctx, j) {
+		l.forget(j)
+		return
+	}
 	form := url.Values{"To": {m.To}, "From": {m.From}, "Body": {m.Body}}
 	if l.opt.PublicURL != "" {
 		form.Set("StatusCallback", l.StatusURL(m.ID))
@@ -340,8 +368,11 @@ func (l *Link) send(ctx context.Context, j *job) {
 			ErrorMessage string `json:"error_message"`
 		}
 		if err := json.Unmarshal(body, &out); err != nil || out.SID == "" {
-			l.failed(j, fmt.Sprintf("Twilio answered %d without a message sid", res.StatusCode))
-			return
+			// Twilio took the request: sending it again would be a second
+			// text. The message is sent; its status callbacks, which name
+			// it by their URL, settle it.
+			l.log.Warn("Twilio accepted a message without giving its sid: not sent again, its status callbacks settle it", "message_id", m.ID, "status", res.StatusCode)
+			out.SID, out.Status, out.ErrorCode = "", "", nil
 		}
 		l.mu.Lock()
 		l.failures = 0
@@ -383,7 +414,10 @@ func (l *Link) send(ctx context.Context, j *job) {
 		if e.Code != 0 {
 			reason = fmt.Sprintf("Twilio %s", ErrorText(strconv.Itoa(e.Code)))
 			if e.Message != "" {
-				reason += ": " + e.Message
+				// Twilio's text may quote the numbers ("The 'To' number
+				// +1... is not a valid phone number"): the reason reaches
+				// logs, and numbers must not.
+				reason += ": " + RedactNumbers(e.Message)
 			}
 		}
 		l.opt.Metrics.Submit(l.cfg.Name, "refused", 1)
@@ -447,10 +481,30 @@ func (l *Link) record(ctx context.Context, j *job, evs []sb.CarrierEvent) {
 		}
 		time.Sleep(min(time.Duration(attempt+1)*100*time.Millisecond, 2*time.Second))
 	}
+	l.forget(j)
+}
+
+// Held reports how many messages the link holds in memory (for tests).
+func (l *Link) Held() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.msgs)
+}
+
+// forget drops j from memory.
+func (l *Link) forget(j *job) {
 	l.mu.Lock()
 	delete(l.msgs, j.m.ID)
 	l.mu.Unlock()
 }
+
+// phoneLike is a run of digits, with the separators numbers are written
+// with, long enough to be a phone number.
+var phoneLike = regexp.MustCompile(`\+?\(?\d[\d ().-]{5,}\d`)
+
+// RedactNumbers replaces what looks like a phone number in a carrier's
+// text with "[number]".
+func RedactNumbers(s string) string { return phoneLike.ReplaceAllString(s, "[number]") }
 
 // StatusURL is the StatusCallback of a message: Twilio posts its statuses
 // there, and the URL (which Twilio's signature covers) names the message.

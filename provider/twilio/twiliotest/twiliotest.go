@@ -43,6 +43,8 @@ type Reply struct {
 	RetryAfter int
 	// MessageStatus is the status in a 201 body (default "queued").
 	MessageStatus string
+	// NoSID leaves the sid out of a 2xx body (Twilio took the message).
+	NoSID bool
 	// Before is called with the message's SID before the answer is
 	// written (a callback racing the answer, say).
 	Before func(sid string)
@@ -144,8 +146,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if status == "" {
 		status = "queued"
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"sid": m.SID, "account_sid": s.AccountSID, "to": m.To, "from": m.From, "body": m.Body,
-		"status": status, "num_segments": "1", "direction": "outbound-api", "error_code": nil, "error_message": nil, "api_version": "2010-04-01"})
+	out := map[string]any{"sid": m.SID, "account_sid": s.AccountSID, "to": m.To, "from": m.From, "body": m.Body,
+		"status": status, "num_segments": "1", "direction": "outbound-api", "error_code": nil, "error_message": nil, "api_version": "2010-04-01"}
+	if reply.NoSID {
+		delete(out, "sid")
+	}
+	writeJSON(w, http.StatusCreated, out)
 }
 
 func newSID() string {
