@@ -143,7 +143,7 @@ func TestTwilioLink(t *testing.T) {
 		t.Run("a 4xx fails the message with Twilio's error", func(t *testing.T) {
 			id := sc.send(t, "+15005550002", "invalid-to number")
 			m := sc.waitFinal(t, id, 30*time.Second)
-			want := "Twilio error 21211 (invalid 'To' phone number): The 'To' number +15005550002 is not a valid phone number."
+			want := "Twilio error 21211 (invalid 'To' phone number): The 'To' number [number] is not a valid phone number."
 			if m["status"] != "failed" || m["failure_reason"] != want || m["error_code"] != "DELIVERY_FAILED" {
 				t.Fatalf("message: %v", m)
 			}

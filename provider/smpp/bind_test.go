@@ -23,7 +23,9 @@ type fakeClock struct {
 	woke  chan struct{}
 }
 
-func newFakeClock(limit int) *fakeClock { return &fakeClock{limit: limit, woke: make(chan struct{}, 1000)} }
+func newFakeClock(limit int) *fakeClock {
+	return &fakeClock{limit: limit, woke: make(chan struct{}, 1000)}
+}
 
 func (c *fakeClock) Now() time.Time { return time.Unix(1e9, c.now.Load()) }
 

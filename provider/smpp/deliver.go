@@ -91,6 +91,7 @@ func receiptOf(p *pdu.DeliverSM, text string) Receipt {
 }
 
 func (l *Link) inbound(from, to, text string, at time.Time, acks ...ackRef) {
+	text = truncateText(text, MaxInboundBody)
 	l.opt.Metrics.Inbound(l.cfg.Name)
 	l.record(recEvent{ev: sb.CarrierEvent{Kind: sb.CarrierInbound, At: at,
 		Inbound: &sb.Message{From: from, To: to, Body: text, CreatedAt: at}}, acks: acks})
@@ -166,25 +167,92 @@ type concatMsg struct {
 	first time.Time
 }
 
+// MaxInboundBody bounds the text of an inbound message, in characters, as
+// for the android phones: a longer one is cut.
+const MaxInboundBody = 10 * sb.MaxBodyLength
+
 // concatPart keeps one part of a long inbound text; once every part is
-// there, the whole text is recorded (and every part answered).
+// there, the whole text is recorded (and every part answered). The parts
+// waiting are bounded per link (Options.ConcatMaxParts, ConcatMaxBytes):
+// past either, the oldest unfinished texts are stored with the parts that
+// came.
 func (l *Link) concatPart(k concatKey, seq int, text string, ack ackRef) {
+	if seq < 1 || seq > k.total {
+		l.log.Warn("a part of a long inbound text with a part number out of range: stored alone", "part", seq, "of", k.total)
+		l.inbound(k.from, k.to, text, time.Now().UTC(), ack)
+		return
+	}
+	text = truncateText(text, MaxInboundBody)
 	l.mu.Lock()
 	c := l.concat[k]
 	if c == nil {
 		c = &concatMsg{parts: map[int]string{}, first: time.Now()}
 		l.concat[k] = c
 	}
+	if old, dup := c.parts[seq]; dup {
+		l.concatBytes -= len(old)
+		l.concatParts--
+	}
 	c.parts[seq] = text
 	c.acks = append(c.acks, ack)
-	complete := len(c.parts) >= k.total
-	if complete {
-		delete(l.concat, k)
+	l.concatBytes += len(text)
+	l.concatParts++
+	var out []concatDone
+	if len(c.parts) >= k.total {
+		out = append(out, concatDone{k, c})
+		l.dropConcat(k, c)
+	}
+	for l.concatParts > l.opt.ConcatMaxParts || l.concatBytes > l.opt.ConcatMaxBytes {
+		var oldest concatKey
+		var oc *concatMsg
+		for k2, c2 := range l.concat {
+			if oc == nil || c2.first.Before(oc.first) {
+				oldest, oc = k2, c2
+			}
+		}
+		if oc == nil {
+			break
+		}
+		out = append(out, concatDone{oldest, oc})
+		l.dropConcat(oldest, oc)
 	}
 	l.mu.Unlock()
-	if complete {
-		l.inbound(k.from, k.to, c.join(), c.first.UTC(), c.acks...)
+	for _, d := range out {
+		if len(d.c.parts) < d.k.total {
+			l.log.Warn("a long inbound text is incomplete, and the link holds as many waiting parts as it may: stored with the parts that came",
+				"parts", len(d.c.parts), "of", d.k.total)
+		}
+		l.inbound(d.k.from, d.k.to, d.c.join(), d.c.first.UTC(), d.c.acks...)
 	}
+}
+
+type concatDone struct {
+	k concatKey
+	c *concatMsg
+}
+
+// dropConcat forgets a long text being put together. l.mu is held.
+func (l *Link) dropConcat(k concatKey, c *concatMsg) {
+	delete(l.concat, k)
+	for _, p := range c.parts {
+		l.concatBytes -= len(p)
+		l.concatParts--
+	}
+}
+
+// truncateText cuts s to at most n characters.
+func truncateText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j]
+		}
+		i++
+	}
+	return s
 }
 
 func (c *concatMsg) join() string {
@@ -213,7 +281,7 @@ func (l *Link) flushConcat(all bool) {
 	for k, c := range l.concat {
 		if all || now.Sub(c.first) > l.opt.ConcatTimeout {
 			out = append(out, done{k, c})
-			delete(l.concat, k)
+			l.dropConcat(k, c)
 		}
 	}
 	l.mu.Unlock()

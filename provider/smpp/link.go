@@ -78,6 +78,10 @@ type Options struct {
 	// ConcatTimeout is how long the parts of a long inbound text wait for
 	// the rest (default 60s); the text is then stored as it is.
 	ConcatTimeout time.Duration
+	// ConcatMaxParts and ConcatMaxBytes bound the parts of unfinished long
+	// inbound texts the link holds (default 1,000 parts, 1 MiB of text);
+	// past either, the oldest are stored with the parts that came.
+	ConcatMaxParts, ConcatMaxBytes int
 	// MarkAfter is how long a written part waits for its answer before it
 	// is recorded as written, i.e. in doubt (default 50ms): a part the
 	// SMSC answers sooner costs no write.
@@ -112,6 +116,12 @@ func (o *Options) defaults() {
 	def(&o.MarkAfter, 50*time.Millisecond)
 	if o.MaxHeld <= 0 {
 		o.MaxHeld = 10000
+	}
+	if o.ConcatMaxParts <= 0 {
+		o.ConcatMaxParts = 1000
+	}
+	if o.ConcatMaxBytes <= 0 {
+		o.ConcatMaxBytes = 1 << 20
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
@@ -162,6 +172,7 @@ type Link struct {
 
 	mu        sync.Mutex
 	sess      *session
+	boundAt   time.Time // when sess was bound
 	downSince time.Time
 	msgs      map[string]*outMsg
 	ready     []*outPart // FIFO
@@ -177,7 +188,9 @@ type Link struct {
 	pending []recEvent
 	recWake chan struct{}
 
-	concat map[concatKey]*concatMsg // long inbound texts being put together
+	concat      map[concatKey]*concatMsg // long inbound texts being put together
+	concatParts int                      // their parts
+	concatBytes int                      // and the bytes of their text
 }
 
 // New returns a link for cfg (an smpp link of the providers file).
@@ -329,7 +342,7 @@ func (l *Link) Run(ctx context.Context) {
 		upAt := l.opt.Now()
 		s := newSession(l, conn)
 		l.mu.Lock()
-		l.sess = s
+		l.sess, l.boundAt = s, time.Now()
 		l.mu.Unlock()
 		l.opt.Metrics.LinkUp(l.cfg.Name, carrier.TypeSMPP, true)
 		l.log.Info("SMPP link up: bound as transceiver", "addr", l.cfg.Addr, "system_id", l.cfg.SystemID)
@@ -602,6 +615,10 @@ const (
 	maxTransient = 10
 )
 
+// receiptGrace is how long a new bind is given to bring the receipts the
+// SMSC kept before a part in doubt is written again (at most the hold).
+const receiptGrace = 10 * time.Second
+
 // transient reports whether a submit_sm refusal may pass if tried again.
 func transient(status data.CommandStatusType) bool {
 	switch status {
@@ -694,12 +711,15 @@ func (l *Link) resumeHandedOver(ctx context.Context) {
 func (l *Link) endDoubt(ctx context.Context) {
 	now := time.Now()
 	l.mu.Lock()
+	// The receipts an SMSC kept while the link was down come in the first
+	// moments of the next bind: until then, no hold is over.
+	settling := l.sess == nil || now.Before(l.boundAt.Add(min(l.hold, receiptGrace)))
 	var due []*outPart
 	keep := l.doubt[:0]
 	for _, p := range l.doubt {
 		switch {
 		case p.state != partDoubt:
-		case !p.notBefore.After(now):
+		case !settling && !p.notBefore.After(now):
 			due = append(due, p)
 		default:
 			keep = append(keep, p)

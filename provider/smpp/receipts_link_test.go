@@ -56,7 +56,7 @@ func TestReceiptIDForms(t *testing.T) {
 			ReceiptID: func(id string) string { return fmt.Sprintf("%010s", id) }},
 		"padded decimal in the TLV": {NextID: func(n uint64) string { return fmt.Sprint(123455 + n) },
 			ReceiptID: func(id string) string { return fmt.Sprintf("%010s", id) }, ReceiptTLVs: true},
-		"hex in lower case": {NextID: func(n uint64) string { return fmt.Sprintf("ABCDEF%02X", n) }, ReceiptID: strings.ToLower},
+		"hex in lower case":     {NextID: func(n uint64) string { return fmt.Sprintf("ABCDEF%02X", n) }, ReceiptID: strings.ToLower},
 		"hex as padded decimal": {ReceiptID: smsc.PadDecimal},
 	} {
 		t.Run(name, func(t *testing.T) {

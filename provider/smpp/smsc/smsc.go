@@ -676,6 +676,30 @@ func (s *Server) SendMO(from, to, text string, ref uint8) {
 	}
 }
 
+// SendMOPart sends one part (part of total, with reference ref) of a long
+// text from a handset, its text in message_payload when payload is set
+// (a part longer than a short_message holds), else in short_message
+// (GSM-7). It is sent again until a bind acknowledges it.
+func (s *Server) SendMOPart(from, to, text string, ref, total, part int, payload bool) {
+	d := pdu.NewDeliverSM().(*pdu.DeliverSM)
+	d.SourceAddr, _ = pdu.NewAddressWithTonNpiAddr(1, 1, strings.TrimPrefix(from, "+"))
+	d.DestAddr, _ = pdu.NewAddressWithTonNpiAddr(1, 1, strings.TrimPrefix(to, "+"))
+	var sm pdu.ShortMessage
+	b, _ := data.GSM7BIT.Encode(text)
+	if payload {
+		sm.SetMessageDataWithEncoding(nil, data.GSM7BIT)
+		d.RegisterOptionalParam(pdu.Field{Tag: pdu.TagMessagePayload, Data: b})
+	} else {
+		sm.SetMessageDataWithEncoding(b, data.GSM7BIT)
+	}
+	if total > 1 {
+		d.EsmClass = data.SM_UDH_GSM
+		sm.SetUDH(pdu.UDH{pdu.NewIEConcatMessage(uint8(total), uint8(part), uint8(ref))})
+	}
+	d.Message = sm
+	s.queue(&deliver{p: d, what: "mo"})
+}
+
 func (s *Server) queue(d *deliver) {
 	s.mu.Lock()
 	d.on = nil
