@@ -217,8 +217,8 @@ func TestFailureReasonHidesNumbers(t *testing.T) {
 func TestRedactNumbers(t *testing.T) {
 	for in, want := range map[string]string{
 		"The 'To' number +15005550123 is not a valid phone number.": "The 'To' number [number] is not a valid phone number.",
-		"call (415) 555-0100 now":                                     "call [number] now",
-		"error 21211 at 2024":                                         "error 21211 at 2024",
+		"call (415) 555-0100 now":                                   "call [number] now",
+		"error 21211 at 2024":                                       "error 21211 at 2024",
 	} {
 		if got := twilio.RedactNumbers(in); got != want {
 			t.Errorf("RedactNumbers(%q) = %q, want %q", in, got, want)
