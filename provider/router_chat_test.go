@@ -93,6 +93,19 @@ func TestAutoPerRecipient(t *testing.T) {
 	if m := send(sb.Test, smsOnly); m.Channel != sb.ChannelChat || m.Engine != sb.EngineSimulator || m.PhoneID != sim.ID {
 		t.Errorf("test auto: %s from %s (%s)", m.Channel, m.PhoneID, m.Engine)
 	}
+	// A tenant with a real SMS phone and no chat engine: no chat at all
+	// (the simulator would say chat for this number).
+	other := &sb.Tenant{ID: sb.NewID(), Name: "o", Plan: "scale", Status: sb.TenantActive, TrialEndsAt: now.Add(sb.TrialLength), CreatedAt: now}
+	if err := db.CreateTenant(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AddPhone(ctx, &sb.Phone{ID: sb.NewID(), TenantID: other.ID, Number: "+15552229993", Kind: sb.PhoneSMPP, Link: "c1",
+		Channels: []string{sb.ChannelSMS}, Status: sb.PhoneOnline, CreatedAt: now}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if ch, err := router.Detect(ctx, other.ID, sb.Live, reachable); ch != sb.ChannelSMS || err != nil {
+		t.Errorf("a tenant without a chat engine: %q %v, want sms", ch, err)
+	}
 	// A campaign's audience is asked in one batch.
 	router.DetectMany(ctx, tn.ID, sb.Live, []string{"+15552220010", "+15552220011"})
 	if n := fake.Requests("batchGet"); n != 1 {
