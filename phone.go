@@ -41,6 +41,9 @@ const (
 	// PhoneRBM phones are a tenant's numbers bound to a chat engine: an RCS
 	// Business Messaging agent (docs/chat.md). They send chat only.
 	PhoneRBM = "rbm"
+	// PhoneIMessage phones are a tenant's numbers (Apple IDs' phone
+	// numbers) bound to a BlueBubbles server sending iMessages.
+	PhoneIMessage = "imessage"
 )
 
 // Engines: what carries a message (the record's engine). Every message of
@@ -115,7 +118,7 @@ const (
 
 // IsChatEngineKind reports whether kind is the kind of a chat engine's
 // phones (docs/chat.md).
-func IsChatEngineKind(kind string) bool { return kind == PhoneRBM }
+func IsChatEngineKind(kind string) bool { return kind == PhoneRBM || kind == PhoneIMessage }
 
 // ChatFallbackAfter is the ttl of a chat message of channel auto sent
 // through a chat engine: not delivered by then, it is sent again by SMS.

@@ -36,6 +36,7 @@ import (
 	"github.com/switchboard/switchboard/provider"
 	"github.com/switchboard/switchboard/provider/android"
 	"github.com/switchboard/switchboard/provider/carrier"
+	"github.com/switchboard/switchboard/provider/imessage"
 	"github.com/switchboard/switchboard/provider/rbm"
 	"github.com/switchboard/switchboard/provider/simulator"
 	"github.com/switchboard/switchboard/provider/smpp"
@@ -358,14 +359,14 @@ func Run(ctx context.Context, c Config) error {
 	carrierMetrics := carrier.NewMetrics(reg)
 	var links []carrier.Link
 	chatEngines := map[string]provider.ChatEngine{}
-	var rbmMetrics *rbm.Metrics
+	var chatMetrics *carrier.ChatMetrics
 	for _, lc := range linkConfigs {
 		switch lc.Type {
 		case carrier.TypeRBM:
-			if rbmMetrics == nil {
-				rbmMetrics = rbm.NewMetrics(reg)
+			if chatMetrics == nil {
+				chatMetrics = carrier.NewChatMetrics(reg)
 			}
-			l, err := rbm.New(lc, db, rbm.Options{Metrics: rbmMetrics, Log: log})
+			l, err := rbm.New(lc, db, rbm.Options{Metrics: chatMetrics, Log: log})
 			if err != nil {
 				return err
 			}
@@ -373,6 +374,15 @@ func Run(ctx context.Context, c Config) error {
 			chatEngines[lc.Name] = l
 			log.Info("chat engine configured", "link", lc.Name, "type", lc.Type, "base_url", lc.BaseURL, "agent_id", lc.AgentID,
 				"events_url", rbm.EventsURL(c.PublicURL, lc.Name))
+		case carrier.TypeIMessage:
+			if chatMetrics == nil {
+				chatMetrics = carrier.NewChatMetrics(reg)
+			}
+			l := imessage.New(lc, db, imessage.Options{Metrics: chatMetrics, Log: log})
+			links = append(links, l)
+			chatEngines[lc.Name] = l
+			log.Info("chat engine configured", "link", lc.Name, "type", lc.Type, "base_url", lc.BaseURL,
+				"webhook", "POST "+carrier.Prefix+lc.Name+"/events/<the secret of webhook_secret_env>")
 		case carrier.TypeSMPP:
 			opt := c.SMPP
 			opt.Metrics, opt.Log = carrierMetrics, log
@@ -424,6 +434,7 @@ func Run(ctx context.Context, c Config) error {
 	router.Handle(sb.PhoneSMPP, carriers)
 	router.Handle(sb.PhoneTwilio, carriers)
 	router.Handle(sb.PhoneRBM, carriers)
+	router.Handle(sb.PhoneIMessage, carriers)
 	if len(chatEngines) > 0 {
 		router.UseChatEngines(db, chatEngines)
 	}

@@ -40,7 +40,7 @@ func TestProvidersFileRefused(t *testing.T) {
 			`providers file: links[0] ("c1"): password_env: the environment variable C9_PASSWORD is not set`},
 		{"no auth_token_env", `{"links": [{"name": "tw", "type": "twilio", "base_url": "https://api.twilio.com", "account_sid": "AC1"}]}`, nil,
 			`auth_token_env is required`},
-		{"unknown type", `{"links": [{"name": "x", "type": "smtp"}]}`, nil, `links[0] ("x"): "type" must be "smpp", "twilio" or "rbm"`},
+		{"unknown type", `{"links": [{"name": "x", "type": "smtp"}]}`, nil, `links[0] ("x"): "type" must be "smpp", "twilio", "rbm" or "imessage"`},
 		{"bad name", `{"links": [{"name": "Carrier One", "type": "smpp"}]}`, nil, `links[0]: name "Carrier One"`},
 		{"tps not a whole number", `{"links": [{"name": "c1", "type": "smpp", "addr": "h:1", "system_id": "a", "tps": 2.5}]}`, nil,
 			`field "tps" must be a whole number`},

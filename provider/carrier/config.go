@@ -27,10 +27,13 @@ const (
 	// TypeRBM is a chat engine: an RCS Business Messaging agent
 	// (docs/chat.md). Its phones send on the chat channel only.
 	TypeRBM = "rbm"
+	// TypeIMessage is a chat engine: a BlueBubbles server on a Mac,
+	// sending iMessages (docs/chat.md).
+	TypeIMessage = "imessage"
 )
 
 // IsChatType reports whether a link of type typ is a chat engine.
-func IsChatType(typ string) bool { return typ == TypeRBM }
+func IsChatType(typ string) bool { return typ == TypeRBM || typ == TypeIMessage }
 
 // Secret is a credential read from the environment. It prints as
 // "<hidden>", so that no log line or error can show it by accident.
@@ -99,6 +102,12 @@ type Config struct {
 	ServiceAccountFileEnv string `json:"service_account_file_env"`
 	WebhookClientTokenEnv string `json:"webhook_client_token_env"`
 
+	// iMessage (BlueBubbles): BaseURL is the server's, PasswordEnv names
+	// the variable holding its password, WebhookSecretEnv the one holding
+	// the secret of the webhook URL given to it (its webhooks are not
+	// signed).
+	WebhookSecretEnv string `json:"webhook_secret_env"`
+
 	// Password (SMPP) and AuthToken (Twilio) are read from the variables
 	// the file names; ServiceAccount (RBM) is the contents of the key file
 	// its variable names, ClientToken (RBM) the variable's value.
@@ -106,6 +115,7 @@ type Config struct {
 	AuthToken      Secret `json:"-"`
 	ServiceAccount Secret `json:"-"`
 	ClientToken    Secret `json:"-"`
+	WebhookSecret  Secret `json:"-"`
 }
 
 // DefaultRBMBaseURL is the RBM API's address.
@@ -123,8 +133,9 @@ const DefaultInDoubtResendAfter = 600
 var fields = map[string][]string{
 	TypeSMPP: {"name", "type", "tps", "window", "addr", "system_id", "password_env", "system_type", "in_doubt_resend_after",
 		"tls", "enquire_link", "data_coding", "source_ton", "source_npi", "dest_ton", "dest_npi", "udh16"},
-	TypeTwilio: {"name", "type", "tps", "window", "base_url", "account_sid", "auth_token_env"},
-	TypeRBM:    {"name", "type", "window", "base_url", "agent_id", "service_account_file_env", "webhook_client_token_env"},
+	TypeTwilio:   {"name", "type", "tps", "window", "base_url", "account_sid", "auth_token_env"},
+	TypeRBM:      {"name", "type", "window", "base_url", "agent_id", "service_account_file_env", "webhook_client_token_env"},
+	TypeIMessage: {"name", "type", "window", "base_url", "password_env", "webhook_secret_env"},
 }
 
 var linkName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
@@ -187,7 +198,7 @@ func Parse(b []byte, getenv func(string) string) ([]Config, error) {
 		}
 		seen[c.Name] = i
 		if err := json.Unmarshal(keys["type"], &c.Type); err != nil || fields[c.Type] == nil {
-			return fail("%s: \"type\" must be \"smpp\", \"twilio\" or \"rbm\"", at)
+			return fail("%s: \"type\" must be \"smpp\", \"twilio\", \"rbm\" or \"imessage\"", at)
 		}
 		names := make([]string, 0, len(keys))
 		for k := range keys {
@@ -326,6 +337,19 @@ func (c *Config) check(getenv func(string) string) error {
 			c.ServiceAccount = Secret(b)
 		}
 		c.ClientToken, err = secret("webhook_client_token_env", c.WebhookClientTokenEnv, true)
+	case TypeIMessage:
+		u, e := url.Parse(c.BaseURL)
+		if c.BaseURL == "" || e != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return errors.New("base_url is required: the BlueBubbles server's address, such as http://mac.example:1234")
+		}
+		c.BaseURL = strings.TrimSuffix(c.BaseURL, "/")
+		if c.Password, err = secret("password_env", c.PasswordEnv, true); err != nil {
+			return err
+		}
+		c.WebhookSecret, err = secret("webhook_secret_env", c.WebhookSecretEnv, true)
+		if err == nil && getenv != nil && len(c.WebhookSecret.Reveal()) < 16 {
+			err = errors.New("webhook_secret_env: the secret must be at least 16 characters (it is all that guards the webhook URL)")
+		}
 	}
 	return err
 }

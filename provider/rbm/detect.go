@@ -7,6 +7,7 @@ import (
 	"net/url"
 
 	sb "github.com/switchboard/switchboard"
+	"github.com/switchboard/switchboard/provider/carrier"
 )
 
 // ErrDetection is the DETECTION_UNAVAILABLE of a capability check that got
@@ -51,7 +52,7 @@ func (l *Link) Forget(number string) {
 // SMSFor), so a campaign does not ask once per message.
 func (l *Link) Detect(ctx context.Context, number string) (string, error) {
 	if ch, ok := l.cached(number); ok {
-		l.opt.Metrics.detect(l.cfg.Name, "cached")
+		l.opt.Metrics.Detect(carrier.TypeRBM, l.cfg.Name, "cached")
 		return ch, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.opt.DetectTimeout)
@@ -62,25 +63,25 @@ func (l *Link) Detect(ctx context.Context, number string) (string, error) {
 	status, body, err := l.do(ctx, http.MethodGet, phonePath(number, "/capabilities"), q, nil)
 	switch {
 	case err != nil:
-		l.opt.Metrics.detect(l.cfg.Name, "unavailable")
+		l.opt.Metrics.Detect(carrier.TypeRBM, l.cfg.Name, "unavailable")
 		l.log.Warn("RBM capability check failed", "err", err)
 		return "", ErrDetection
 	case status == http.StatusOK:
 		l.keep(number, sb.ChannelChat)
-		l.opt.Metrics.detect(l.cfg.Name, "chat")
+		l.opt.Metrics.Detect(carrier.TypeRBM, l.cfg.Name, "chat")
 		return sb.ChannelChat, nil
 	case status == http.StatusNotFound:
 		l.keep(number, sb.ChannelSMS)
-		l.opt.Metrics.detect(l.cfg.Name, "sms")
+		l.opt.Metrics.Detect(carrier.TypeRBM, l.cfg.Name, "sms")
 		return sb.ChannelSMS, nil
 	case status == http.StatusForbidden:
 		l.keep(number, sb.ChannelSMS)
-		l.opt.Metrics.detect(l.cfg.Name, "forbidden")
+		l.opt.Metrics.Detect(carrier.TypeRBM, l.cfg.Name, "forbidden")
 		l.log.Warn("RBM capability check refused (403): the agent is not launched on this user's carrier, or the user is not a tester of the unlaunched agent; sending by SMS",
 			"agent_id", l.cfg.AgentID, "answer", errorText(status, body))
 		return sb.ChannelSMS, nil
 	}
-	l.opt.Metrics.detect(l.cfg.Name, "unavailable")
+	l.opt.Metrics.Detect(carrier.TypeRBM, l.cfg.Name, "unavailable")
 	l.log.Warn("RBM capability check unanswered", "answer", errorText(status, body))
 	return "", ErrDetection
 }
@@ -117,7 +118,7 @@ func (l *Link) DetectMany(ctx context.Context, numbers []string) (map[string]str
 			err = jsonUnmarshal(body, &res)
 		}
 		if err != nil {
-			l.opt.Metrics.detect(l.cfg.Name, "unavailable")
+			l.opt.Metrics.Detect(carrier.TypeRBM, l.cfg.Name, "unavailable")
 			l.log.Warn("RBM batch capability check failed", "numbers", len(part), "err", err)
 			return nil, ErrDetection
 		}
@@ -133,7 +134,7 @@ func (l *Link) DetectMany(ctx context.Context, numbers []string) (map[string]str
 			out[n] = ch
 			l.keep(n, ch)
 		}
-		l.opt.Metrics.detectN(l.cfg.Name, "batch", len(part))
+		l.opt.Metrics.DetectN(carrier.TypeRBM, l.cfg.Name, "batch", len(part))
 	}
 	return out, nil
 }

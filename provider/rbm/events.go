@@ -140,18 +140,18 @@ func (l *Link) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var rerr error
 	switch {
 	case ev.EventType == "DELIVERED" && ev.MessageID != "":
-		l.opt.Metrics.event(l.cfg.Name, "delivered")
+		l.opt.Metrics.Event(carrier.TypeRBM, l.cfg.Name, "delivered")
 		_, rerr = l.store.RecordCarrier(r.Context(), l.cfg.Name, []sb.CarrierEvent{{Kind: sb.CarrierReceipt, ExternalID: ev.MessageID,
 			State: sb.ReceiptDelivered, Reason: "DELIVERED", At: at, From: ev.SenderPhoneNumber}})
 	case ev.EventType == "READ" && ev.MessageID != "":
-		l.opt.Metrics.event(l.cfg.Name, "read")
+		l.opt.Metrics.Event(carrier.TypeRBM, l.cfg.Name, "read")
 		rerr = l.store.RecordRead(r.Context(), l.cfg.Name, ev.MessageID, at)
 	case ev.EventType == "" && ev.Text != "" && ev.SenderPhoneNumber != "":
-		l.opt.Metrics.event(l.cfg.Name, "inbound")
+		l.opt.Metrics.Event(carrier.TypeRBM, l.cfg.Name, "inbound")
 		_, rerr = l.store.RecordCarrier(r.Context(), l.cfg.Name, []sb.CarrierEvent{{Kind: sb.CarrierInbound, At: at,
 			Inbound: &sb.Message{From: ev.SenderPhoneNumber, Body: ev.Text, ExternalID: ev.MessageID, CreatedAt: at, Channel: sb.ChannelChat}}})
 	default:
-		l.opt.Metrics.event(l.cfg.Name, "ignored")
+		l.opt.Metrics.Event(carrier.TypeRBM, l.cfg.Name, "ignored")
 	}
 	if rerr != nil {
 		l.log.Error("recording an RBM event", "event", ev.EventType, "err", rerr)

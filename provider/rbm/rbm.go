@@ -65,7 +65,7 @@ type Options struct {
 	// BackoffMin and BackoffMax bound the waits before a send is tried
 	// again after a 5xx, a 429 or a failed request (default 1s to 60s).
 	BackoffMin, BackoffMax time.Duration
-	Metrics                *Metrics
+	Metrics                *carrier.ChatMetrics
 	Log                    *slog.Logger
 	Now                    func() time.Time
 }
@@ -177,7 +177,7 @@ func (l *Link) Run(ctx context.Context) {
 	l.mu.Lock()
 	l.ctx = ctx
 	l.mu.Unlock()
-	l.opt.Metrics.up(l.cfg.Name, l.Up())
+	l.opt.Metrics.Up(carrier.TypeRBM, l.cfg.Name, l.Up())
 	check := func() {
 		if _, err := l.token.Token(); err != nil {
 			l.setUp(false, "no OAuth 2 token: "+scrubKey(err).Error())
@@ -210,7 +210,7 @@ func (l *Link) setUp(up bool, why string) {
 	}
 	l.mu.Unlock()
 	if changed {
-		l.opt.Metrics.up(l.cfg.Name, up)
+		l.opt.Metrics.Up(carrier.TypeRBM, l.cfg.Name, up)
 		if up {
 			l.log.Info("RBM agent reachable", "agent_id", l.cfg.AgentID)
 		} else {

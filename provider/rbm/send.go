@@ -9,6 +9,7 @@ import (
 	"time"
 
 	sb "github.com/switchboard/switchboard"
+	"github.com/switchboard/switchboard/provider/carrier"
 )
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
@@ -76,7 +77,7 @@ func (l *Link) send(ctx context.Context, m *sb.Message) {
 		switch {
 		case err == nil && (status == http.StatusOK || status == http.StatusConflict):
 			l.requestOK()
-			l.opt.Metrics.send(l.cfg.Name, "accepted")
+			l.opt.Metrics.Send(carrier.TypeRBM, l.cfg.Name, "accepted")
 			l.record(ctx, m.ID, []sb.CarrierEvent{{Kind: sb.CarrierAccepted, MessageID: m.ID, Parts: 1, ExternalID: id, At: now}})
 			return
 		case err == nil && (status == http.StatusNotFound || status == http.StatusForbidden):
@@ -91,16 +92,16 @@ func (l *Link) send(ctx context.Context, m *sb.Message) {
 				// The number lost RCS since detection: an auto message
 				// goes by SMS instead.
 				if moved, err := l.store.ChatFallback(context.WithoutCancel(ctx), m.ID, reason, now); err == nil && moved {
-					l.opt.Metrics.send(l.cfg.Name, "fell_back")
+					l.opt.Metrics.Send(carrier.TypeRBM, l.cfg.Name, "fell_back")
 					return
 				}
 			}
-			l.opt.Metrics.send(l.cfg.Name, "refused")
+			l.opt.Metrics.Send(carrier.TypeRBM, l.cfg.Name, "refused")
 			l.record(ctx, m.ID, []sb.CarrierEvent{{Kind: sb.CarrierRefused, MessageID: m.ID, Parts: 1, Reason: reason, At: now}})
 			return
 		case err == nil && status/100 == 4 && status != http.StatusTooManyRequests && status != http.StatusUnauthorized:
 			l.requestOK()
-			l.opt.Metrics.send(l.cfg.Name, "refused")
+			l.opt.Metrics.Send(carrier.TypeRBM, l.cfg.Name, "refused")
 			l.record(ctx, m.ID, []sb.CarrierEvent{{Kind: sb.CarrierRefused, MessageID: m.ID, Parts: 1,
 				Reason: "RBM refused the message (" + errorText(status, resp) + ")", At: now}})
 			return
@@ -114,7 +115,7 @@ func (l *Link) send(ctx context.Context, m *sb.Message) {
 		if status != http.StatusTooManyRequests {
 			l.requestFailed(why)
 		}
-		l.opt.Metrics.send(l.cfg.Name, "retried")
+		l.opt.Metrics.Send(carrier.TypeRBM, l.cfg.Name, "retried")
 		wait := min(l.opt.BackoffMin<<min(try, 6), l.opt.BackoffMax)
 		wait = wait/2 + rand.N(wait/2+1)
 		l.log.Warn("RBM send failed: retrying", "message_id", m.ID, "err", why, "retry_in", wait.String())

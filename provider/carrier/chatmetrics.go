@@ -1,19 +1,19 @@
-package rbm
+package carrier
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Metrics are the chat engines' Prometheus metrics, labelled by engine
-// (rbm) and link.
-type Metrics struct {
+// ChatMetrics are the chat engines' Prometheus metrics, labelled by engine
+// (rbm, imessage) and link.
+type ChatMetrics struct {
 	upG     *prometheus.GaugeVec
 	detects *prometheus.CounterVec
 	sends   *prometheus.CounterVec
 	events  *prometheus.CounterVec
 }
 
-// NewMetrics registers the metrics on reg (when not nil).
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
+// NewChatMetrics registers the metrics on reg (when not nil).
+func NewChatMetrics(reg prometheus.Registerer) *ChatMetrics {
+	m := &ChatMetrics{
 		upG: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "switchboard_chat_engine_up",
 			Help: "1 while the chat engine answers, else 0."}, []string{"engine", "link"}),
 		detects: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_chat_detections_total",
@@ -30,9 +30,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-const engine = "rbm"
-
-func (m *Metrics) up(link string, up bool) {
+// Up records whether an engine answers.
+func (m *ChatMetrics) Up(engine, link string, up bool) {
 	if m == nil {
 		return
 	}
@@ -43,21 +42,25 @@ func (m *Metrics) up(link string, up bool) {
 	m.upG.WithLabelValues(engine, link).Set(v)
 }
 
-func (m *Metrics) detect(link, result string) { m.detectN(link, result, 1) }
+// Detect counts a detection by its result.
+func (m *ChatMetrics) Detect(engine, link, result string) { m.DetectN(engine, link, result, 1) }
 
-func (m *Metrics) detectN(link, result string, n int) {
+// DetectN counts n detections by their result.
+func (m *ChatMetrics) DetectN(engine, link, result string, n int) {
 	if m != nil && n > 0 {
 		m.detects.WithLabelValues(engine, link, result).Add(float64(n))
 	}
 }
 
-func (m *Metrics) send(link, result string) {
+// Send counts a message handed to an engine by its result.
+func (m *ChatMetrics) Send(engine, link, result string) {
 	if m != nil {
 		m.sends.WithLabelValues(engine, link, result).Inc()
 	}
 }
 
-func (m *Metrics) event(link, kind string) {
+// Event counts an event an engine reported.
+func (m *ChatMetrics) Event(engine, link, kind string) {
 	if m != nil {
 		m.events.WithLabelValues(engine, link, kind).Inc()
 	}

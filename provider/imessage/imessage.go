@@ -1,0 +1,527 @@
+// Package imessage is the iMessage chat engine (docs/chat.md): a
+// BlueBubbles server (BlueBubblesApp/bluebubbles-server) on the operator's
+// Mac, reached over its REST API (/api/v1, the server password as the
+// password query parameter). Detection asks its iMessage availability
+// check (GET /api/v1/handle/availability/imessage?address=), sending uses
+// its text endpoint (POST /api/v1/message/text, the message id as its
+// tempGuid), and its webhook (new-message, updated-message: unsigned, so
+// Switchboard gives it a URL holding a secret) reports deliveries, reads
+// and replies.
+//
+// A Link is a carrier.Link like the SMS links: the phones bound to it
+// (kind imessage, channel chat) hand it their messages, and it records
+// what the server answered in the store as carrier events (the iMessage
+// guid is the carrier's id).
+package imessage
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	sb "github.com/switchboard/switchboard"
+	"github.com/switchboard/switchboard/provider/carrier"
+)
+
+// Store is what a link needs from storage.
+type Store interface {
+	RecordCarrier(ctx context.Context, link string, evs []sb.CarrierEvent) (sb.CarrierResult, error)
+	RecordRead(ctx context.Context, link, externalID string, at time.Time) error
+	ChatFallback(ctx context.Context, messageID, reason string, now time.Time) (bool, error)
+}
+
+// Options tune a Link; zero values take the defaults.
+type Options struct {
+	Client *http.Client
+	// DetectTimeout bounds an availability check (default 1s).
+	DetectTimeout time.Duration
+	// ChatFor and SMSFor are how long an availability answer is kept
+	// (default a day, and an hour).
+	ChatFor, SMSFor        time.Duration
+	BackoffMin, BackoffMax time.Duration
+	Metrics                *carrier.ChatMetrics
+	Log                    *slog.Logger
+	Now                    func() time.Time
+}
+
+// Link is one BlueBubbles server.
+type Link struct {
+	cfg   carrier.Config
+	opt   Options
+	store Store
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	up       bool
+	failures int
+	held     map[string]bool
+	caps     map[string]capEntry
+	sem      chan struct{}
+	wg       sync.WaitGroup
+	ctx      context.Context
+}
+
+type capEntry struct {
+	channel string
+	until   time.Time
+}
+
+// New returns the link of cfg (an imessage link of the providers file).
+func New(cfg carrier.Config, store Store, opt Options) *Link {
+	if opt.Client == nil {
+		opt.Client = &http.Client{Timeout: 60 * time.Second} // AppleScript sends take seconds
+	}
+	if opt.DetectTimeout <= 0 {
+		opt.DetectTimeout = time.Second
+	}
+	if opt.ChatFor <= 0 {
+		opt.ChatFor = 24 * time.Hour
+	}
+	if opt.SMSFor <= 0 {
+		opt.SMSFor = time.Hour
+	}
+	if opt.BackoffMin <= 0 {
+		opt.BackoffMin = time.Second
+	}
+	if opt.BackoffMax <= 0 {
+		opt.BackoffMax = time.Minute
+	}
+	if opt.Log == nil {
+		opt.Log = slog.Default()
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = 1 // one Mac sends one message at a time
+	}
+	return &Link{cfg: cfg, opt: opt, store: store, up: true, log: opt.Log.With("link", cfg.Name, "type", carrier.TypeIMessage),
+		held: map[string]bool{}, caps: map[string]capEntry{}, sem: make(chan struct{}, cfg.Window), ctx: context.Background()}
+}
+
+// Name implements carrier.Link.
+func (l *Link) Name() string { return l.cfg.Name }
+
+// Type implements carrier.Link.
+func (l *Link) Type() string { return carrier.TypeIMessage }
+
+// Up implements carrier.Link: the server answers its ping.
+func (l *Link) Up() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.up
+}
+
+// Run implements carrier.Link: it pings the server at once and every 30
+// seconds, and waits for the sends in flight when ctx ends.
+func (l *Link) Run(ctx context.Context) {
+	l.mu.Lock()
+	l.ctx = ctx
+	l.mu.Unlock()
+	ping := func() {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		status, body, err := l.do(pctx, http.MethodGet, "/api/v1/ping", nil, nil)
+		switch {
+		case err != nil:
+			l.setUp(false, err.Error())
+		case status != http.StatusOK:
+			l.setUp(false, errorText(status, body))
+		default:
+			l.setUp(true, "")
+		}
+	}
+	ping()
+	l.opt.Metrics.Up(carrier.TypeIMessage, l.cfg.Name, l.Up())
+	t := time.NewTicker(30 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			l.wg.Wait()
+			return
+		case <-t.C:
+			ping()
+		}
+	}
+}
+
+func (l *Link) setUp(up bool, why string) {
+	l.mu.Lock()
+	changed := l.up != up
+	l.up = up
+	if up {
+		l.failures = 0
+	}
+	l.mu.Unlock()
+	if changed {
+		l.opt.Metrics.Up(carrier.TypeIMessage, l.cfg.Name, up)
+		if up {
+			l.log.Info("BlueBubbles server reachable")
+		} else {
+			l.log.Warn("BlueBubbles server unreachable", "reason", why)
+		}
+	}
+}
+
+// response is BlueBubbles' answer shape (responses/success.ts and
+// errors.ts): {status, message, data, error: {type, message}}.
+type response struct {
+	Status  int             `json:"status"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data"`
+	Error   *struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func errorText(status int, body []byte) string {
+	var r response
+	if json.Unmarshal(body, &r) == nil && r.Error != nil {
+		msg := r.Error.Message
+		if len(msg) > 200 {
+			msg = msg[:200]
+		}
+		return fmt.Sprintf("%d %s: %s", status, r.Error.Type, msg)
+	}
+	return fmt.Sprintf("%d", status)
+}
+
+// do makes a request with the server password as the password query
+// parameter (authMiddleware.ts takes guid, password or token).
+func (l *Link) do(ctx context.Context, method, path string, q url.Values, body any) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	if q == nil {
+		q = url.Values{}
+	}
+	q.Set("password", l.cfg.Password.Reveal())
+	req, err := http.NewRequestWithContext(ctx, method, l.cfg.BaseURL+path+"?"+q.Encode(), rd)
+	if err != nil {
+		return 0, nil, errors.New("the request cannot be made")
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := l.opt.Client.Do(req)
+	if err != nil {
+		// The URL holds the password and a number: never in an error.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return 0, nil, fmt.Errorf("%s: %w", ue.Op, ue.Err)
+		}
+		return 0, nil, errors.New("the request failed")
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	return res.StatusCode, b, nil
+}
+
+// ErrDetection is the DETECTION_UNAVAILABLE of an availability check that
+// got no usable answer.
+var ErrDetection = sb.Errorf(sb.CodeDetectionUnavailable, "Channel detection is temporarily unavailable: the iMessage server did not answer the availability check. Send with channel \"sms\", or retry.")
+
+func (l *Link) cached(number string) (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.caps[number]
+	return e.channel, ok && l.opt.Now().Before(e.until)
+}
+
+func (l *Link) keep(number, channel string) {
+	ttl := l.opt.SMSFor
+	if channel == sb.ChannelChat {
+		ttl = l.opt.ChatFor
+	}
+	l.mu.Lock()
+	l.caps[number] = capEntry{channel, l.opt.Now().Add(ttl)}
+	l.mu.Unlock()
+}
+
+// Detect returns chat when the number has iMessage (the availability check,
+// handleRouter.ts getMessagesAvailability: {data: {available}}), else sms;
+// ErrDetection when the server does not answer within DetectTimeout or
+// answers an error (its Private API is off, or it is down). Answers are
+// cached per number.
+func (l *Link) Detect(ctx context.Context, number string) (string, error) {
+	if ch, ok := l.cached(number); ok {
+		l.opt.Metrics.Detect(carrier.TypeIMessage, l.cfg.Name, "cached")
+		return ch, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.opt.DetectTimeout)
+	defer cancel()
+	status, body, err := l.do(ctx, http.MethodGet, "/api/v1/handle/availability/imessage", url.Values{"address": {number}}, nil)
+	var r struct {
+		Data struct {
+			Available *bool `json:"available"`
+		} `json:"data"`
+	}
+	if err == nil && status == http.StatusOK && json.Unmarshal(body, &r) == nil && r.Data.Available != nil {
+		ch := sb.ChannelSMS
+		if *r.Data.Available {
+			ch = sb.ChannelChat
+		}
+		l.keep(number, ch)
+		l.opt.Metrics.Detect(carrier.TypeIMessage, l.cfg.Name, ch)
+		return ch, nil
+	}
+	why := errorText(status, body)
+	if err != nil {
+		why = err.Error()
+	}
+	l.opt.Metrics.Detect(carrier.TypeIMessage, l.cfg.Name, "unavailable")
+	l.log.Warn("iMessage availability check failed", "err", why)
+	return "", ErrDetection
+}
+
+// DetectMany asks about each number (BlueBubbles has no batch check);
+// the answers are cached for Detect.
+func (l *Link) DetectMany(ctx context.Context, numbers []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, n := range numbers {
+		ch, err := l.Detect(ctx, n)
+		if err != nil {
+			return out, err
+		}
+		out[n] = ch
+	}
+	return out, nil
+}
+
+// ChatGUID is the chat of a one-to-one iMessage conversation with number,
+// as BlueBubbles names it.
+func ChatGUID(number string) string { return "iMessage;-;" + number }
+
+// Send implements carrier.Link: it takes m and sends it in the background.
+func (l *Link) Send(ctx context.Context, m *sb.Message) error {
+	l.mu.Lock()
+	if l.held[m.ID] {
+		l.mu.Unlock()
+		return nil
+	}
+	if !l.up {
+		l.mu.Unlock()
+		return &sb.Deferred{Until: l.opt.Now().Add(5 * time.Second), Reason: "the iMessage server " + l.cfg.Name + " is unreachable"}
+	}
+	l.held[m.ID] = true
+	runCtx := l.ctx
+	l.wg.Add(1)
+	l.mu.Unlock()
+	c := *m
+	go func() {
+		defer l.wg.Done()
+		defer func() {
+			l.mu.Lock()
+			delete(l.held, c.ID)
+			l.mu.Unlock()
+		}()
+		select {
+		case l.sem <- struct{}{}:
+		case <-runCtx.Done():
+			return
+		}
+		defer func() { <-l.sem }()
+		l.send(runCtx, &c)
+	}()
+	return nil
+}
+
+// send posts m to /api/v1/message/text (messageValidator.ts sendTextRules:
+// chatGuid, tempGuid, message, method apple-script, which wants a
+// tempGuid; the message id is the tempGuid, and the server refuses a
+// tempGuid it is still sending). 200 gives the message's guid; a 4xx or a
+// 500 with an iMessage error fails it; a failed request or another 5xx is
+// tried again.
+func (l *Link) send(ctx context.Context, m *sb.Message) {
+	body := map[string]any{"chatGuid": ChatGUID(m.To), "tempGuid": m.ID, "message": m.Body, "method": "apple-script"}
+	for try := 0; ; try++ {
+		if ctx.Err() != nil {
+			return
+		}
+		status, resp, err := l.do(ctx, http.MethodPost, "/api/v1/message/text", nil, body)
+		now := l.opt.Now().UTC()
+		var r struct {
+			Data struct {
+				GUID  string `json:"guid"`
+				Error int    `json:"error"`
+			} `json:"data"`
+		}
+		switch {
+		case err == nil && status == http.StatusOK && json.Unmarshal(resp, &r) == nil && r.Data.GUID != "":
+			l.setUp(true, "")
+			l.opt.Metrics.Send(carrier.TypeIMessage, l.cfg.Name, "accepted")
+			l.record(ctx, m.ID, []sb.CarrierEvent{{Kind: sb.CarrierAccepted, MessageID: m.ID, Parts: 1, ExternalID: r.Data.GUID, At: now}})
+			return
+		case err == nil && status >= 400 && status < 500 && status != http.StatusTooManyRequests && status != http.StatusUnauthorized:
+			reason := "the iMessage server refused the message (" + errorText(status, resp) + ")"
+			l.opt.Metrics.Send(carrier.TypeIMessage, l.cfg.Name, "refused")
+			if moved, ferr := l.store.ChatFallback(context.WithoutCancel(ctx), m.ID, reason, now); ferr == nil && moved {
+				return
+			}
+			l.record(ctx, m.ID, []sb.CarrierEvent{{Kind: sb.CarrierRefused, MessageID: m.ID, Parts: 1, Reason: reason, At: now}})
+			return
+		}
+		why := "the request failed"
+		if err != nil {
+			why = err.Error()
+		} else {
+			why = errorText(status, resp)
+		}
+		l.mu.Lock()
+		l.failures++
+		down := l.failures >= 3
+		l.mu.Unlock()
+		if down {
+			l.setUp(false, "three sends in a row failed: "+why)
+		}
+		l.opt.Metrics.Send(carrier.TypeIMessage, l.cfg.Name, "retried")
+		wait := min(l.opt.BackoffMin<<min(try, 6), l.opt.BackoffMax)
+		wait = wait/2 + rand.N(wait/2+1)
+		l.log.Warn("iMessage send failed: retrying", "message_id", m.ID, "err", why, "retry_in", wait.String())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (l *Link) record(ctx context.Context, messageID string, evs []sb.CarrierEvent) {
+	for attempt := 0; ; attempt++ {
+		_, err := l.store.RecordCarrier(context.WithoutCancel(ctx), l.cfg.Name, evs)
+		if err == nil {
+			return
+		}
+		if attempt >= 20 {
+			l.log.Error("recording an iMessage answer failed", "message_id", messageID, "err", err)
+			return
+		}
+		time.Sleep(min(time.Duration(attempt+1)*100*time.Millisecond, 2*time.Second))
+	}
+}
+
+// WebhookURL is the URL to add as a webhook in the BlueBubbles server
+// (events new-message and updated-message): it carries the link's secret,
+// since BlueBubbles does not sign its webhooks.
+func WebhookURL(publicURL, link, secret string) string {
+	return strings.TrimSuffix(publicURL, "/") + carrier.Prefix + link + "/events/" + secret
+}
+
+// Event is a BlueBubbles webhook (webhookService: {type, data}, data a
+// serialized message, MessageSerializer.ts).
+type Event struct {
+	Type string `json:"type"`
+	Data struct {
+		GUID          string `json:"guid"`
+		TempGUID      string `json:"tempGuid"`
+		Text          string `json:"text"`
+		IsFromMe      bool   `json:"isFromMe"`
+		DateCreated   *int64 `json:"dateCreated"`
+		DateDelivered *int64 `json:"dateDelivered"`
+		DateRead      *int64 `json:"dateRead"`
+		Error         int    `json:"error"`
+		Handle        *struct {
+			Address string `json:"address"`
+		} `json:"handle"`
+	} `json:"data"`
+}
+
+// MaxEventBytes is the largest webhook body read.
+const MaxEventBytes = 256 << 10
+
+// ServeHTTP serves POST /api/providers/NAME/events/{secret}: a wrong
+// secret answers 403 and stores nothing. An updated-message of a message
+// Switchboard sent with dateDelivered delivers it, with dateRead sets its
+// read_at, with an error fails it; a new-message from someone else is an
+// inbound message (STOP and START apply).
+func (l *Link) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	secret, ok := strings.CutPrefix(r.URL.Path, carrier.Prefix+l.cfg.Name+"/events/")
+	if !ok {
+		http.Error(w, "no such callback", http.StatusNotFound)
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	want := l.cfg.WebhookSecret.Reveal()
+	if want == "" || subtle.ConstantTimeCompare([]byte(secret), []byte(want)) != 1 {
+		l.log.Warn("BlueBubbles webhook with a wrong secret: refused", "remote", r.RemoteAddr)
+		http.Error(w, "wrong secret", http.StatusForbidden)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxEventBytes+1))
+	if err != nil || len(body) > MaxEventBytes {
+		http.Error(w, "cannot read the body", http.StatusBadRequest)
+		return
+	}
+	var ev Event
+	if err := json.Unmarshal(body, &ev); err != nil {
+		http.Error(w, "not a BlueBubbles webhook", http.StatusBadRequest)
+		return
+	}
+	at := func(ms *int64) time.Time {
+		now := l.opt.Now().UTC()
+		if ms == nil || *ms <= 0 {
+			return now
+		}
+		t := time.UnixMilli(*ms).UTC()
+		if t.After(now) {
+			return now
+		}
+		return t
+	}
+	d := ev.Data
+	var rerr error
+	switch {
+	case ev.Type == "updated-message" && d.IsFromMe && d.GUID != "":
+		var evs []sb.CarrierEvent
+		switch {
+		case d.Error != 0:
+			evs = append(evs, sb.CarrierEvent{Kind: sb.CarrierReceipt, ExternalID: d.GUID, State: sb.ReceiptFailed,
+				Reason: fmt.Sprintf("iMessage error %d", d.Error), At: at(nil)})
+		case d.DateDelivered != nil:
+			evs = append(evs, sb.CarrierEvent{Kind: sb.CarrierReceipt, ExternalID: d.GUID, State: sb.ReceiptDelivered, Reason: "delivered", At: at(d.DateDelivered)})
+		}
+		if len(evs) > 0 {
+			l.opt.Metrics.Event(carrier.TypeIMessage, l.cfg.Name, "delivered")
+			_, rerr = l.store.RecordCarrier(r.Context(), l.cfg.Name, evs)
+		}
+		if rerr == nil && d.DateRead != nil {
+			l.opt.Metrics.Event(carrier.TypeIMessage, l.cfg.Name, "read")
+			rerr = l.store.RecordRead(r.Context(), l.cfg.Name, d.GUID, at(d.DateRead))
+		}
+	case ev.Type == "new-message" && !d.IsFromMe && d.Handle != nil && d.Handle.Address != "" && d.Text != "":
+		l.opt.Metrics.Event(carrier.TypeIMessage, l.cfg.Name, "inbound")
+		t := at(d.DateCreated)
+		_, rerr = l.store.RecordCarrier(r.Context(), l.cfg.Name, []sb.CarrierEvent{{Kind: sb.CarrierInbound, At: t,
+			Inbound: &sb.Message{From: d.Handle.Address, Body: d.Text, ExternalID: d.GUID, CreatedAt: t, Channel: sb.ChannelChat}}})
+	default:
+		l.opt.Metrics.Event(carrier.TypeIMessage, l.cfg.Name, "ignored")
+	}
+	if rerr != nil {
+		l.log.Error("recording a BlueBubbles webhook", "type", ev.Type, "err", rerr)
+		http.Error(w, "try again", http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
