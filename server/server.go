@@ -382,7 +382,7 @@ func Run(ctx context.Context, c Config) error {
 			links = append(links, l)
 			chatEngines[lc.Name] = l
 			log.Info("chat engine configured", "link", lc.Name, "type", lc.Type, "base_url", lc.BaseURL,
-				"webhook", "POST "+carrier.Prefix+lc.Name+"/events/<the secret of webhook_secret_env>")
+				"webhook", "POST "+carrier.Prefix+lc.Name+"/events/<the secret of webhook_key_env>")
 		case carrier.TypeSMPP:
 			opt := c.SMPP
 			opt.Metrics, opt.Log = carrierMetrics, log

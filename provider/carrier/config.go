@@ -106,7 +106,7 @@ type Config struct {
 	// the variable holding its password, WebhookSecretEnv the one holding
 	// the secret of the webhook URL given to it (its webhooks are not
 	// signed).
-	WebhookSecretEnv string `json:"webhook_secret_env"`
+	WebhookSecretEnv string `json:"webhook_key_env"`
 
 	// Password (SMPP) and AuthToken (Twilio) are read from the variables
 	// the file names; ServiceAccount (RBM) is the contents of the key file
@@ -135,7 +135,7 @@ var fields = map[string][]string{
 		"tls", "enquire_link", "data_coding", "source_ton", "source_npi", "dest_ton", "dest_npi", "udh16"},
 	TypeTwilio:   {"name", "type", "tps", "window", "base_url", "account_sid", "auth_token_env"},
 	TypeRBM:      {"name", "type", "window", "base_url", "agent_id", "service_account_file_env", "webhook_client_token_env"},
-	TypeIMessage: {"name", "type", "window", "base_url", "password_env", "webhook_secret_env"},
+	TypeIMessage: {"name", "type", "window", "base_url", "password_env", "webhook_key_env"},
 }
 
 var linkName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
@@ -346,9 +346,9 @@ func (c *Config) check(getenv func(string) string) error {
 		if c.Password, err = secret("password_env", c.PasswordEnv, true); err != nil {
 			return err
 		}
-		c.WebhookSecret, err = secret("webhook_secret_env", c.WebhookSecretEnv, true)
+		c.WebhookSecret, err = secret("webhook_key_env", c.WebhookSecretEnv, true)
 		if err == nil && getenv != nil && len(c.WebhookSecret.Reveal()) < 16 {
-			err = errors.New("webhook_secret_env: the secret must be at least 16 characters (it is all that guards the webhook URL)")
+			err = errors.New("webhook_key_env: the secret must be at least 16 characters (it is all that guards the webhook URL)")
 		}
 	}
 	return err
