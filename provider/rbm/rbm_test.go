@@ -226,6 +226,14 @@ func TestSendAndEvents(t *testing.T) {
 	if got.Engine != sb.EngineRBM || got.From != f.phone.Number {
 		t.Errorf("delivered message: engine %s from %s", got.Engine, got.From)
 	}
+	// A second READ (Google retries) keeps the first time.
+	time.Sleep(5 * time.Millisecond)
+	if st, _ := rbmtest.Post(f.events, token, f.fake.UserEvent("READ", capable, uuid)); st != 200 {
+		t.Fatalf("READ again: %d", st)
+	}
+	if again, _ := f.db.Message(ctx, f.tenant.ID, sb.Live, m.ID); !again.ReadAt.Equal(*got.ReadAt) {
+		t.Errorf("a second READ moved read_at from %v to %v", got.ReadAt, again.ReadAt)
+	}
 
 	// A user's STOP is an inbound message of the tenant that wrote to
 	// them, and opts them out.
