@@ -144,6 +144,13 @@ var benchScenarios = []benchScenario{
 		run: benchDevicesRun,
 	},
 	{
+		name: "fleet",
+		about: "200 reference Android devices on one node (a child process), each pinging its health every 10 s: server memory per " +
+			"phone, CPU per 100 phones at rest and while sending 20/s over them; targets < 50 KiB and < 1% of a core per 100 phones " +
+			"at rest; no bare-handler rounds (bench/fleet.go)",
+		run: benchFleetRun,
+	},
+	{
 		name: "campaign",
 		about: "a 100,000-contact campaign (CSV import, launch, expansion, delivery) beside 100/s direct sends of two tenants: " +
 			"launch latency, messages created/s against the direct-send rate, direct-send p99 and delivery delay with and " +

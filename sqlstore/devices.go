@@ -361,6 +361,32 @@ func (db *DB) AnnouncePresence(ctx context.Context, now, cutoff time.Time, limit
 	return offline, online, err
 }
 
+// DeviceConfig returns the hashes of the settings and the webhook
+// subscriptions the phone's device last fetched ("" for none since it
+// paired).
+func (db *DB) DeviceConfig(ctx context.Context, phoneID, deviceID string) (settings, webhooks string, err error) {
+	var s, w sql.NullString
+	err = db.queryRow(ctx, `SELECT settings_hash, webhooks_hash FROM phones WHERE id = ? AND device_id = ?`, phoneID, deviceID).Scan(&s, &w)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", nil
+	}
+	return s.String, w.String, err
+}
+
+// SetDeviceConfig records the hash of what the phone's device just fetched:
+// its settings (webhooks false) or its webhook subscriptions.
+func (db *DB) SetDeviceConfig(ctx context.Context, phoneID, deviceID string, webhooks bool, hash string) error {
+	col := "settings_hash"
+	if webhooks {
+		col = "webhooks_hash"
+	}
+	return db.Write(ctx, func(tx *Tx) error {
+		_, err := tx.exec(ctx, `UPDATE phones SET `+col+` = ? WHERE id = ? AND device_id = ? AND (`+col+` IS NULL OR `+col+` <> ?)`,
+			hash, phoneID, deviceID, hash)
+		return err
+	})
+}
+
 // RecordHealth stores what a paired device said of itself in its ping, if
 // deviceID is still the phone's device.
 func (db *DB) RecordHealth(ctx context.Context, phoneID, deviceID string, h sb.Health) error {

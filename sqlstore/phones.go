@@ -470,7 +470,8 @@ func (db *DB) PairDevice(ctx context.Context, code string, dev *sb.Device, creds
 			return err
 		}
 		_, err = tx.exec(ctx, `UPDATE phones SET pairing_hash = NULL, pairing_expires_at = NULL, device_id = ?, device_name = ?,
-			device_paired_at = ?, token_hash = ?, inbound_hash = ?, last_seen_at = ?, device_push_token = ? WHERE id = ?`,
+			device_paired_at = ?, token_hash = ?, inbound_hash = ?, last_seen_at = ?, device_push_token = ?,
+			settings_hash = NULL, webhooks_hash = NULL, presence = NULL WHERE id = ?`,
 			dev.ID, dev.Name, sb.Micros(dev.PairedAt), sb.HashSecret(creds.Token), sb.HashSecret(creds.InboundSecret), sb.Micros(now),
 			boolInt(dev.PushToken), id)
 		if err != nil {

@@ -127,6 +127,17 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ph *sb.Phone) er
 	if !send(": connected\n\n") {
 		return nil
 	}
+	// Settings or webhooks that changed since the device last fetched them
+	// (or that it never fetched since it paired): the app fetches them
+	// again when told.
+	if settings, hooks, err := s.cfg.Store.DeviceConfig(ctx, ph.ID, ph.Device.ID); err == nil {
+		if settings != hashJSON(s.Settings()) && !send("event: SettingsUpdated\ndata: {}\n\n") {
+			return nil
+		}
+		if hooks != hashJSON(s.webhooks(r, ph)) && !send("event: WebhooksUpdated\ndata: {}\n\n") {
+			return nil
+		}
+	}
 	if busy, err := s.cfg.Store.DeviceWorkWaiting(ctx, ph.ID, ph.Device.ID, s.cfg.Now().UTC()); err == nil && busy {
 		wake <- struct{}{}
 	}

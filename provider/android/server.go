@@ -55,6 +55,10 @@ type Store interface {
 	// AnnouncePresence emits phone.offline and phone.online for the
 	// phones whose presence changed.
 	AnnouncePresence(ctx context.Context, now, cutoff time.Time, limit int) (offline, online int, err error)
+	// DeviceConfig and SetDeviceConfig keep the hashes of the settings and
+	// webhooks a device last fetched.
+	DeviceConfig(ctx context.Context, phoneID, deviceID string) (settings, webhooks string, err error)
+	SetDeviceConfig(ctx context.Context, phoneID, deviceID string, webhooks bool, hash string) error
 	// PhoneWork tells every node that a phone's device has work;
 	// OnPhoneWork registers what to call when one has.
 	PhoneWork(ctx context.Context, phoneID string) error
@@ -543,8 +547,16 @@ var DeviceSettings = Settings{
 // changed, and asks its owner once to restart it (the notification channel
 // and the ping take effect then).
 func (s *Server) getSettings(w http.ResponseWriter, r *http.Request, ph *sb.Phone) error {
-	writeJSON(w, http.StatusOK, s.Settings())
-	return nil
+	settings := s.Settings()
+	writeJSON(w, http.StatusOK, settings)
+	return s.cfg.Store.SetDeviceConfig(r.Context(), ph.ID, ph.Device.ID, false, hashJSON(settings))
+}
+
+// hashJSON is the hash of v's JSON, by which a device's fetched settings
+// and webhooks are compared with what it would fetch now.
+func hashJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return sb.HashSecret(string(b))[:32]
 }
 
 // Settings is what GET /settings answers.
@@ -572,6 +584,13 @@ const (
 // phone's own callback URL, whose secret comes from the device's token:
 // sms:received (inbound texts), system:ping (its health) and app:started.
 func (s *Server) getWebhooks(w http.ResponseWriter, r *http.Request, ph *sb.Phone) error {
+	hooks := s.webhooks(r, ph)
+	writeJSON(w, http.StatusOK, hooks)
+	return s.cfg.Store.SetDeviceConfig(r.Context(), ph.ID, ph.Device.ID, true, hashJSON(hooks))
+}
+
+// webhooks are the subscriptions of ph's device, which asked with r.
+func (s *Server) webhooks(r *http.Request, ph *sb.Phone) []webhookJSON {
 	base := s.cfg.PublicURL
 	if base == "" {
 		scheme := "http"
@@ -582,12 +601,11 @@ func (s *Server) getWebhooks(w http.ResponseWriter, r *http.Request, ph *sb.Phon
 	}
 	id := ph.Device.ID
 	url := base + Prefix + "/inbound/" + sb.InboundSecret(authorization(r, "Bearer"))
-	writeJSON(w, http.StatusOK, []webhookJSON{
+	return []webhookJSON{
 		{ID: InboundWebhookID, DeviceID: &id, Event: eventSMSReceived, URL: url},
 		{ID: PingWebhookID, DeviceID: &id, Event: eventSystemPing, URL: url},
 		{ID: StartedWebhookID, DeviceID: &id, Event: eventAppStarted, URL: url},
-	})
-	return nil
+	}
 }
 
 type messageJSON struct {

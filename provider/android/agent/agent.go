@@ -407,8 +407,13 @@ func (a *Agent) stream(ctx context.Context) error {
 				a.mu.Lock()
 				a.events++
 				a.mu.Unlock()
-				if event == "" || event == "MessageEnqueued" {
+				switch event {
+				case "", "MessageEnqueued":
 					pull()
+				case "SettingsUpdated": // as the app: fetch them again
+					go a.Settings(ctx)
+				case "WebhooksUpdated":
+					go a.Webhooks(ctx)
 				}
 			}
 			event, data = "", false
