@@ -151,6 +151,9 @@ type Phone struct {
 	LastSeenAt *time.Time
 	// Device is the paired device of an android phone, or nil.
 	Device *Device
+	// DeviceOf is the phone whose device this one shares, one SIM each
+	// (its own SimNumber); empty for a phone with a device of its own.
+	DeviceOf string
 	// Link is the name of the carrier link a carrier phone's number lives
 	// at (its Kind is the link's type); empty for other kinds.
 	Link      string

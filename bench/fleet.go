@@ -179,10 +179,18 @@ func benchFleetRun(ctx context.Context, env *benchEnv, o benchOptions, stdout io
 		return err
 	}
 	t0 := time.Now()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(rest):
+	// SWITCHBOARD_BENCH_FLEET_PROFILE=FILE saves a CPU profile of the
+	// server at rest (go tool pprof FILE).
+	if path := env.getenv("SWITCHBOARD_BENCH_FLEET_PROFILE"); path != "" {
+		if err := child.profile(ctx, path, rest); err != nil {
+			return fmt.Errorf("bench: fleet: profile: %w", err)
+		}
+	} else {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(rest):
+		}
 	}
 	c1, err := cpu()
 	if err != nil {

@@ -67,6 +67,9 @@ type Phone struct {
 	// EffectiveDailyLimit is today's limit: DailyLimit, or its warm-up's
 	// of the day; nil: none.
 	EffectiveDailyLimit *int `json:"effective_daily_limit"`
+	// DevicePhoneID is the phone whose device this one shares (another SIM
+	// of the same Android phone); nil for a phone with its own device.
+	DevicePhoneID *string `json:"device_phone_id"`
 }
 
 // PhoneHealth is what a phone's app said of itself in a ping.
@@ -149,6 +152,10 @@ type CreatePhoneParams struct {
 	Warmup *WarmupParams `json:"warmup,omitempty"`
 	// QuarantinePolicy, when set, is the phone's own; nil: the default.
 	QuarantinePolicy *QuarantinePolicy `json:"quarantine_policy,omitempty"`
+	// DevicePhoneID, when set, adds another SIM (SIMNumber, required) of
+	// the Android phone already paired as that phone: the new phone shares
+	// its device and has no pairing code (Pairing is zero).
+	DevicePhoneID string `json:"device_phone_id,omitempty"`
 }
 
 // ListPhones lists the tenant's sending phones, oldest first

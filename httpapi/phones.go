@@ -53,6 +53,7 @@ type PhoneJSON struct {
 	QuarantinePolicy    quarantinePolicyJSON `json:"quarantine_policy"`
 	Warmup              *warmupJSON          `json:"warmup"`
 	EffectiveDailyLimit *int                 `json:"effective_daily_limit"`
+	DevicePhoneID       *string              `json:"device_phone_id"`
 }
 
 type healthJSON struct {
@@ -126,6 +127,7 @@ func ToPhoneJSON(p *sb.Phone, routing sb.Routing, now time.Time) PhoneJSON {
 		out.Warmup = &warmupJSON{Start: w.Start, Days: w.Days, StartedAt: w.From, Day: w.Day(now)}
 	}
 	out.EffectiveDailyLimit = positiveOrNil(p.LimitOn(now))
+	out.DevicePhoneID = strOrNil(p.DeviceOf)
 	return out
 }
 
@@ -136,7 +138,7 @@ type pairingJSON struct {
 
 type createdPhoneJSON struct {
 	PhoneJSON
-	Pairing pairingJSON `json:"pairing"`
+	Pairing *pairingJSON `json:"pairing"`
 }
 
 // wholeNumber decodes a JSON number that is a whole number in [min, max]
@@ -172,6 +174,7 @@ type createPhoneRequest struct {
 	SimNumber        json.RawMessage `json:"sim_number"`
 	Warmup           json.RawMessage `json:"warmup"`
 	QuarantinePolicy json.RawMessage `json:"quarantine_policy"`
+	DevicePhoneID    *string         `json:"device_phone_id"`
 }
 
 // warmupRequest is the body's warmup: {start, days}.
@@ -288,12 +291,25 @@ func (s *Server) createPhone(w http.ResponseWriter, r *http.Request, p *auth.Pri
 	if !phonenum.Valid(ph.Number) {
 		return sb.InvalidPhone("number", "number must be an E.164 number: + and 10 to 15 digits.")
 	}
+	if req.DevicePhoneID != nil && *req.DevicePhoneID != "" {
+		// Another SIM of a paired device: no pairing of its own.
+		ph.DeviceOf = *req.DevicePhoneID
+		if err := s.cfg.Store.AddTenantPhone(r.Context(), ph, nil, p.Plan.MaxPhones); err != nil {
+			return err
+		}
+		created, err := s.cfg.Store.Phone(r.Context(), p.Tenant.ID, p.Env, ph.ID)
+		if err != nil {
+			return err
+		}
+		writeData(w, http.StatusCreated, createdPhoneJSON{PhoneJSON: ToPhoneJSON(created, s.cfg.Routing, now)})
+		return nil
+	}
 	pairing, err := s.newPairing(r.Context(), func(pr *sb.Pairing) error { return s.cfg.Store.AddTenantPhone(r.Context(), ph, pr, p.Plan.MaxPhones) })
 	if err != nil {
 		return err
 	}
 	writeData(w, http.StatusCreated, createdPhoneJSON{PhoneJSON: ToPhoneJSON(ph, s.cfg.Routing, now),
-		Pairing: pairingJSON{Code: pairing.Code, ExpiresAt: pairing.ExpiresAt}})
+		Pairing: &pairingJSON{Code: pairing.Code, ExpiresAt: pairing.ExpiresAt}})
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -396,7 +397,8 @@ func (db *DB) RecordHealth(ctx context.Context, phoneID, deviceID string, h sb.H
 	}
 	return db.Write(ctx, func(tx *Tx) error {
 		_, err := tx.exec(ctx, `UPDATE phones SET health_battery = ?, health_charging = ?, health_network = ?, health_failed = ?, health_at = ?
-			WHERE id = ? AND device_id = ?`, battery, boolInt(h.Charging), h.Network, h.FailedLastHour, sb.Micros(h.ReportedAt), phoneID, deviceID)
+			WHERE (id = ? OR device_of = ?) AND device_id = ?`, battery, boolInt(h.Charging), h.Network, h.FailedLastHour, sb.Micros(h.ReportedAt),
+			phoneID, phoneID, deviceID)
 		return err
 	})
 }
@@ -491,7 +493,7 @@ func (t *Tx) reroute(ctx context.Context, m *routeRow, now time.Time, cache rout
 	if p.Kind != sb.PhoneAndroid {
 		runAt, deviceDue = sb.Micros(now), nil
 		t.afterCommit(t.db.wakeMessages)
-	} else if err := t.notifyPhone(ctx, p.ID); err != nil {
+	} else if err := t.notifyPhone(ctx, cmp.Or(p.DeviceOf, p.ID)); err != nil {
 		return false, err
 	}
 	// A campaign message's reservation on its first phone (counted_phone)

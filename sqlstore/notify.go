@@ -43,12 +43,28 @@ func (db *DB) phoneWorkHere(phoneID string) {
 // on PostgreSQL every other node (the notification is delivered at the
 // commit), that phoneID's device has work.
 func (t *Tx) notifyPhone(ctx context.Context, phoneID string) error {
+	phoneID = t.deviceHolder(phoneID)
 	t.afterCommit(func() { t.db.phoneWorkHere(phoneID) })
 	if t.db.dialect != Postgres {
 		return nil
 	}
 	_, err := t.exec(ctx, `SELECT pg_notify(?, ?)`, phonesChannel, t.db.node+":"+phoneID)
 	return err
+}
+
+// deviceHolder is the phone whose device holds the event stream for the
+// phone id: the one it shares a device with (another SIM), or itself, as
+// far as the transaction's phone lists tell.
+func (t *Tx) deviceHolder(id string) string {
+	for _, tp := range t.phones {
+		if i, ok := tp.index[id]; ok {
+			if of := tp.uses[i].Phone.DeviceOf; of != "" {
+				return of
+			}
+			return id
+		}
+	}
+	return id
 }
 
 // notifyKey tells every node that a key changed, and forgets this node's

@@ -16,7 +16,7 @@ import (
 const phoneCols = `id, tenant_id, number, kind, daily_limit, rate_limit, channels, status, sim_number, last_seen_at,
 	device_id, device_name, device_paired_at, created_at, link, device_push_token,
 	health_battery, health_charging, health_network, health_failed, health_at,
-	quarantined_at, quarantine_reasons, quarantine_failed, quarantine_of, warmup_start, warmup_days, warmup_from`
+	quarantined_at, quarantine_reasons, quarantine_failed, quarantine_of, warmup_start, warmup_days, warmup_from, device_of`
 
 // phoneColsP is phoneCols qualified with the alias p, for joins.
 var phoneColsP = "p." + strings.ReplaceAll(strings.ReplaceAll(phoneCols, "\n\t", " "), ", ", ", p.")
@@ -30,10 +30,10 @@ func scanPhone(row interface{ Scan(...any) error }, extra ...any) (*sb.Phone, er
 	var created int64
 	var pushToken int
 	var hBattery, hCharging, hFailed, hAt, qAt, qFailed, qOf, wStart, wDays, wFrom sql.NullInt64
-	var hNetwork, qReasons sql.NullString
+	var hNetwork, qReasons, deviceOf sql.NullString
 	dest := append([]any{&p.ID, &p.TenantID, &p.Number, &p.Kind, &limit, &rate, &channels, &p.Status, &sim, &seen,
 		&deviceID, &deviceName, &paired, &created, &link, &pushToken,
-		&hBattery, &hCharging, &hNetwork, &hFailed, &hAt, &qAt, &qReasons, &qFailed, &qOf, &wStart, &wDays, &wFrom}, extra...)
+		&hBattery, &hCharging, &hNetwork, &hFailed, &hAt, &qAt, &qReasons, &qFailed, &qOf, &wStart, &wDays, &wFrom, &deviceOf}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, sb.ErrNotFound
@@ -47,7 +47,7 @@ func scanPhone(row interface{ Scan(...any) error }, extra ...any) (*sb.Phone, er
 		p.Device = &sb.Device{ID: deviceID.String, Name: deviceName.String, PairedAt: sb.FromMicros(paired.Int64), PushToken: pushToken != 0}
 	}
 	p.CreatedAt = sb.FromMicros(created)
-	p.Link = link.String
+	p.Link, p.DeviceOf = link.String, deviceOf.String
 	if hAt.Valid {
 		p.Health = &sb.Health{BatteryLevel: int(hBattery.Int64), Charging: hCharging.Int64 != 0, Network: hNetwork.String,
 			FailedLastHour: int(hFailed.Int64), ReportedAt: sb.FromMicros(hAt.Int64)}
@@ -158,11 +158,14 @@ func (db *DB) AddTenantPhone(ctx context.Context, p *sb.Phone, pairing *sb.Pairi
 		}
 		wStart, wDays, wFrom := warmupCols(p.Warmup)
 		_, err = tx.exec(ctx, `INSERT INTO phones (`+phoneCols+`, pairing_hash, pairing_expires_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			p.ID, p.TenantID, p.Number, p.Kind, intOrNil(p.DailyLimit), intOrNil(p.RateLimit), strings.Join(p.Channels, ","), p.Status,
 			intOrNil(p.SimNumber), nil, nil, nil, nil, sb.Micros(p.CreatedAt), nullStr(p.Link), 0,
 			nil, nil, nil, nil, nil, nil, nil, intOrNil(p.QuarantinePolicy.Failed), intOrNil(p.QuarantinePolicy.Of), wStart, wDays, wFrom,
-			pairHash, pairExp)
+			nullStr(p.DeviceOf), pairHash, pairExp)
+		if err == nil && p.DeviceOf != "" {
+			err = tx.shareDevice(ctx, p)
+		}
 		if err != nil {
 			return err
 		}
@@ -172,6 +175,75 @@ func (db *DB) AddTenantPhone(ctx context.Context, p *sb.Phone, pairing *sb.Pairi
 		return errDuplicatePhone
 	}
 	return err
+}
+
+// shareDevice gives p, just inserted with DeviceOf, the device of that
+// phone: another paired android phone of p's tenant with a device of its
+// own, none of whose phones sends with p's SIM (p's SimNumber, required).
+// When that phone has no SIM of its own, it takes SIM 1.
+func (t *Tx) shareDevice(ctx context.Context, p *sb.Phone) error {
+	if p.SimNumber <= 0 {
+		return sb.Invalid("sim_number", "A phone that shares another's device needs its sim_number (1 to 3).")
+	}
+	var kind string
+	var sim sql.NullInt64
+	var deviceID, deviceOf sql.NullString
+	err := t.queryRow(ctx, `SELECT kind, sim_number, device_id, device_of FROM phones WHERE tenant_id = ? AND id = ?`, p.TenantID, p.DeviceOf).
+		Scan(&kind, &sim, &deviceID, &deviceOf)
+	if errors.Is(err, sql.ErrNoRows) {
+		return sb.Invalid("device_phone_id", "device_phone_id must be one of your android phones.")
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case kind != sb.PhoneAndroid:
+		return sb.Invalid("device_phone_id", "device_phone_id must be an android phone; this one is %s.", kind)
+	case deviceOf.Valid:
+		return sb.Invalid("device_phone_id", "That phone shares the device of another: name the phone the device was paired with (%s).", deviceOf.String)
+	case !deviceID.Valid:
+		return sb.Invalid("device_phone_id", "That phone is not paired with a device yet: pair it first.")
+	}
+	if !sim.Valid {
+		if p.SimNumber == 1 {
+			return sb.Invalid("sim_number", "SIM 1 is taken by the phone the device was paired with; give this one SIM 2 or 3.")
+		}
+		if _, err := t.exec(ctx, `UPDATE phones SET sim_number = 1 WHERE id = ?`, p.DeviceOf); err != nil {
+			return err
+		}
+	}
+	var n int
+	if err := t.queryRow(ctx, `SELECT COUNT(*) FROM phones WHERE (id = ? OR device_of = ?) AND id <> ? AND sim_number = ?`,
+		p.DeviceOf, p.DeviceOf, p.ID, p.SimNumber).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return sb.Invalid("sim_number", "SIM %d of that device is already one of your phones.", p.SimNumber)
+	}
+	_, err = t.exec(ctx, `UPDATE phones SET (device_id, device_name, device_paired_at, device_push_token, last_seen_at, health_battery, health_charging,
+			health_network, health_failed, health_at) = (SELECT device_id, device_name, device_paired_at, device_push_token, last_seen_at,
+			health_battery, health_charging, health_network, health_failed, health_at FROM phones WHERE id = ?) WHERE id = ?`, p.DeviceOf, p.ID)
+	return err
+}
+
+// DevicePhones returns the phones a device speaks for: the phone it was
+// paired with (id) first, then those that share its device, by SIM.
+func (db *DB) DevicePhones(ctx context.Context, id, deviceID string) ([]*sb.Phone, error) {
+	rows, err := db.query(ctx, `SELECT `+phoneCols+` FROM phones WHERE (id = ? OR device_of = ?) AND device_id = ?
+		ORDER BY CASE WHEN id = ? THEN 0 ELSE 1 END, sim_number`, id, id, deviceID, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*sb.Phone
+	for rows.Next() {
+		p, err := scanPhone(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
 }
 
 // PhoneKind returns the kind of a phone, whichever tenant it belongs to.
@@ -355,6 +427,16 @@ func (db *DB) DeletePhone(ctx context.Context, tenantID, id string, now time.Tim
 		if _, err := tx.exec(ctx, `DELETE FROM phones WHERE tenant_id = ? AND id = ?`, tenantID, id); err != nil {
 			return err
 		}
+		// The phones of its device's other SIMs lose the device: unpaired,
+		// their waiting messages move.
+		if _, err := tx.exec(ctx, `UPDATE messages SET device_due = ? WHERE phone_id IN (SELECT id FROM phones WHERE device_of = ?)
+			AND device_due IS NOT NULL AND device_id IS NULL AND status = 'queued'`, sb.Micros(now), id); err != nil {
+			return err
+		}
+		if _, err := tx.exec(ctx, `UPDATE phones SET device_of = NULL, device_id = NULL, device_name = NULL, device_paired_at = NULL
+			WHERE device_of = ?`, id); err != nil {
+			return err
+		}
 		if _, err := tx.exec(ctx, `UPDATE recipients SET phone_id = NULL WHERE tenant_id = ? AND phone_id = ?`, tenantID, id); err != nil {
 			return err
 		}
@@ -477,6 +559,11 @@ func (db *DB) PairDevice(ctx context.Context, code string, dev *sb.Device, creds
 		if err != nil {
 			return err
 		}
+		// The phones of its other SIMs share the new device.
+		if _, err := tx.exec(ctx, `UPDATE phones SET device_id = ?, device_name = ?, device_paired_at = ?, last_seen_at = ?, device_push_token = ?,
+			presence = NULL WHERE device_of = ?`, dev.ID, dev.Name, sb.Micros(dev.PairedAt), sb.Micros(now), boolInt(dev.PushToken), id); err != nil {
+			return err
+		}
 		var tenantID string
 		if err := tx.queryRow(ctx, `SELECT tenant_id FROM phones WHERE id = ?`, id).Scan(&tenantID); err != nil {
 			return err
@@ -519,7 +606,7 @@ func (db *DB) PhoneByInboundSecret(ctx context.Context, secret string) (*sb.Phon
 func (db *DB) TouchDevice(ctx context.Context, phoneID, deviceID string, now time.Time) (bool, error) {
 	var ok bool
 	err := db.Write(ctx, func(tx *Tx) error {
-		res, err := tx.exec(ctx, `UPDATE phones SET last_seen_at = ? WHERE id = ? AND device_id = ?`, sb.Micros(now), phoneID, deviceID)
+		res, err := tx.exec(ctx, `UPDATE phones SET last_seen_at = ? WHERE (id = ? OR device_of = ?) AND device_id = ?`, sb.Micros(now), phoneID, phoneID, deviceID)
 		if err != nil {
 			return err
 		}
@@ -536,7 +623,7 @@ func (db *DB) TouchDevice(ctx context.Context, phoneID, deviceID string, now tim
 func (db *DB) UpdateDevice(ctx context.Context, id, deviceID, name string, pushToken bool) error {
 	return db.Write(ctx, func(tx *Tx) error {
 		_, err := tx.exec(ctx, `UPDATE phones SET device_name = CASE WHEN ? = '' THEN device_name ELSE ? END, device_push_token = ?
-			WHERE id = ? AND device_id = ?`, name, name, boolInt(pushToken), id, deviceID)
+			WHERE (id = ? OR device_of = ?) AND device_id = ?`, name, name, boolInt(pushToken), id, id, deviceID)
 		return err
 	})
 }

@@ -94,5 +94,70 @@ func TestPhoneFleet(t *testing.T) {
 			}
 			msgWait(t, s, tn.Live, r.Data()["message_id"].(string), "delivered")
 		}},
+		{"two SIMs on one device", func(t *testing.T, s *server, db string) {
+			ctx := context.Background()
+			tn := msgTenant(t, db)
+			devOnlyAndroid(t, s, tn)
+			first, firstNumber, code := devPhone(t, s, tn.Live, nil) // no SIM of its own: it takes SIM 1
+			a, _ := devAgent(t, s, code, agent.Options{}, true)
+			eventually(t, 30*time.Second, "the stream", a.Connected)
+			msgWantErr(t, s.do(t, "POST", "/v1/phones", tn.Live, map[string]any{"number": msgFreshNumber("+1415XXXXXXX"), "device_phone_id": first}),
+				400, "VALIDATION_ERROR", "sim_number")
+			msgWantErr(t, s.do(t, "POST", "/v1/phones", tn.Live, map[string]any{"number": msgFreshNumber("+1415XXXXXXX"), "device_phone_id": first, "sim_number": 1}),
+				400, "VALIDATION_ERROR", "sim_number")
+			msgWantErr(t, s.do(t, "POST", "/v1/phones", tn.Live, map[string]any{"number": msgFreshNumber("+1415XXXXXXX"), "device_phone_id": "nope", "sim_number": 2}),
+				400, "VALIDATION_ERROR", "device_phone_id")
+			d := phoneCreate(t, s, tn.Live, map[string]any{"number": msgFreshNumber("+1415XXXXXXX"), "device_phone_id": first, "sim_number": 2})
+			second, secondNumber := d["id"].(string), d["number"].(string)
+			if d["pairing"] != nil || d["device_phone_id"] != first || d["device"] == nil || d["device"].(map[string]any)["sim_number"] != 2.0 {
+				t.Fatalf("the phone of SIM 2: %v", d)
+			}
+			if p := phoneGet(t, s, tn.Live, first); p["device"].(map[string]any)["sim_number"] != 1.0 {
+				t.Fatalf("the first phone did not take SIM 1: %v", p["device"])
+			}
+			eventually(t, 10*time.Second, "SIM 2's phone online", func() bool { return phoneGet(t, s, tn.Live, second)["status"] == "online" })
+			// Messages go with their phone's SIM, whichever phone.
+			sims := map[string]int{}
+			for i := range 6 {
+				from := firstNumber
+				if i%2 == 1 {
+					from = secondNumber
+				}
+				id := msgSend(t, s, tn.Live, map[string]any{"to": msgAwake(t), "body": "sim", "from": from})["message_id"].(string)
+				m := devHeld(t, a, id)
+				if m.SimNumber == nil {
+					t.Fatalf("message %d handed without simNumber", i)
+				}
+				sims[from] = int(*m.SimNumber)
+				if want := 1 + i%2; int(*m.SimNumber) != want {
+					t.Fatalf("a message from %s carries simNumber %d, want %d", from, *m.SimNumber, want)
+				}
+				msgWait(t, s, tn.Live, id, "delivered")
+			}
+			// A text received on SIM 2 is the second phone's.
+			sender := msgAwake(t)
+			if _, err := a.InboundSIM(ctx, sender, "hello two", 2); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.InboundSIM(ctx, sender, "hello one", 1); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 10*time.Second, "the inbound texts", func() bool { return len(msgList(t, s, tn.Live, "direction=inbound").List()) == 2 })
+			for _, m := range msgList(t, s, tn.Live, "direction=inbound").List() {
+				want := firstNumber
+				if m["body"] == "hello two" {
+					want = secondNumber
+				}
+				if m["to"] != want {
+					t.Errorf("%q went to %v, want %s", m["body"], m["to"], want)
+				}
+			}
+			// A ping's health is the device's: both phones show it.
+			a.SetBattery(42, false)
+			a.Ping(ctx)
+			if h, _ := phoneGet(t, s, tn.Live, second)["health"].(map[string]any); h == nil || h["battery_level"] != 42.0 {
+				t.Errorf("SIM 2's phone health: %v", h)
+			}
+		}},
 	})
 }

@@ -16,6 +16,9 @@ type streams struct {
 	mu       sync.Mutex
 	phones   map[string]*stream
 	replaced int64 // streams ended by a newer stream of their phone
+	// sims maps the phone of another SIM of a device to the phone whose
+	// stream the device holds.
+	sims map[string]string
 }
 
 // stream is one open /events stream of a phone of tenant: wake says a
@@ -28,7 +31,27 @@ type stream struct {
 	end    chan struct{}
 }
 
-func (st *streams) init() { st.phones = map[string]*stream{} }
+func (st *streams) init() { st.phones, st.sims = map[string]*stream{}, map[string]string{} }
+
+// share makes the wake-ups of the phones of a device's other SIMs wake the
+// stream of phoneID, until unshare.
+func (st *streams) share(phoneID string, others []string) {
+	st.mu.Lock()
+	for _, id := range others {
+		st.sims[id] = phoneID
+	}
+	st.mu.Unlock()
+}
+
+func (st *streams) unshare(phoneID string, others []string) {
+	st.mu.Lock()
+	for _, id := range others {
+		if st.sims[id] == phoneID {
+			delete(st.sims, id)
+		}
+	}
+	st.mu.Unlock()
+}
 
 // add opens the phone's stream, ending the one it had on this node.
 func (st *streams) add(phoneID, tenantID string) *stream {
@@ -55,7 +78,11 @@ func (st *streams) remove(phoneID string, c *stream) {
 // wake-ups that come while one is pending merge into it.
 func (st *streams) wake(phoneID string) {
 	st.mu.Lock()
-	if c := st.phones[phoneID]; c != nil {
+	c := st.phones[phoneID]
+	if c == nil && st.sims[phoneID] != "" {
+		c = st.phones[st.sims[phoneID]]
+	}
+	if c != nil {
 		select {
 		case c.wake <- struct{}{}:
 		default:
@@ -138,7 +165,33 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ph *sb.Phone) er
 			return nil
 		}
 	}
-	if busy, err := s.cfg.Store.DeviceWorkWaiting(ctx, ph.ID, ph.Device.ID, s.cfg.Now().UTC()); err == nil && busy {
+	// The phones of the device's other SIMs are woken through this stream.
+	var phones []*sb.Phone
+	var others []string
+	share := func() { // again every 20 beats: a SIM's phone added since
+		if all, err := s.devicePhones(ctx, ph); err == nil {
+			phones = all
+		} else if phones == nil {
+			phones = []*sb.Phone{ph}
+		}
+		s.streams.unshare(ph.ID, others)
+		others = others[:0]
+		for _, p := range phones[1:] {
+			others = append(others, p.ID)
+		}
+		s.streams.share(ph.ID, others)
+	}
+	share()
+	defer func() { s.streams.unshare(ph.ID, others) }()
+	waiting := func() bool {
+		for _, p := range phones {
+			if busy, err := s.cfg.Store.DeviceWorkWaiting(ctx, p.ID, ph.Device.ID, s.cfg.Now().UTC()); err == nil && busy {
+				return true
+			}
+		}
+		return false
+	}
+	if waiting() {
 		wake <- struct{}{}
 	}
 	beat := time.NewTicker(s.keepAlive)
@@ -170,8 +223,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ph *sb.Phone) er
 			if !send(": keep-alive\n\n") {
 				return nil
 			}
+			if n%20 == 0 {
+				share()
+			}
 			if n%2 == 0 {
-				if busy, err := s.cfg.Store.DeviceWorkWaiting(ctx, ph.ID, ph.Device.ID, s.cfg.Now().UTC()); err == nil && busy {
+				if waiting() {
 					select {
 					case wake <- struct{}{}:
 					default:

@@ -2,6 +2,7 @@ package android
 
 import (
 	"encoding/json"
+	"sync"
 	"time"
 
 	sb "github.com/switchboard/switchboard"
@@ -87,4 +88,85 @@ func parsePing(raw json.RawMessage, at time.Time) (sb.Health, bool) {
 		h.FailedLastHour = max(0, int(c.ObservedValue))
 	}
 	return h, true
+}
+
+// isDeviceEvent reports whether raw is the body of a system:ping or
+// app:started callback.
+func isDeviceEvent(raw []byte) bool {
+	var ev struct {
+		Event string `json:"event"`
+	}
+	return json.Unmarshal(raw, &ev) == nil && (ev.Event == eventSystemPing || ev.Event == eventAppStarted)
+}
+
+// pingCacheTTL is how long a node trusts the phone it found for an inbound
+// secret, for pings only.
+const pingCacheTTL = time.Minute
+
+// pingCache keeps, per node, the phones of the callback secrets it looked
+// up lately (for pings, whose writes are conditional on the device) and the
+// health last written of each phone.
+type pingCache struct {
+	mu      sync.Mutex
+	secrets map[string]pingPhone
+	written map[string]pingWritten
+}
+
+type pingPhone struct {
+	phone *sb.Phone
+	at    time.Time
+}
+
+type pingWritten struct {
+	health sb.Health
+	at     time.Time
+}
+
+func (c *pingCache) init() {
+	c.secrets, c.written = map[string]pingPhone{}, map[string]pingWritten{}
+}
+
+// phone returns the phone remembered for secret, if within pingCacheTTL.
+func (c *pingCache) phone(secret string, now time.Time) *sb.Phone {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.secrets[secret]
+	if !ok || now.Sub(e.at) >= pingCacheTTL {
+		return nil
+	}
+	return e.phone
+}
+
+func (c *pingCache) remember(secret string, ph *sb.Phone, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.secrets) > 100_000 { // bounded: start again
+		c.secrets = map[string]pingPhone{}
+	}
+	c.secrets[secret] = pingPhone{phone: ph, at: now}
+}
+
+// due reports whether h, the health of phone id, is to be written: it
+// differs from the last one written, or that is at least every old. It
+// takes h as written when it says so.
+func (c *pingCache) due(id string, h sb.Health, every time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	last, ok := c.written[id]
+	same := last.health
+	same.ReportedAt = h.ReportedAt
+	if ok && same == h && h.ReportedAt.Sub(last.at) < every {
+		return false
+	}
+	if len(c.written) > 100_000 {
+		c.written = map[string]pingWritten{}
+	}
+	c.written[id] = pingWritten{health: h, at: h.ReportedAt}
+	return true
+}
+
+func (c *pingCache) forget(id string) {
+	c.mu.Lock()
+	delete(c.written, id)
+	c.mu.Unlock()
 }

@@ -59,6 +59,9 @@ type Store interface {
 	// webhooks a device last fetched.
 	DeviceConfig(ctx context.Context, phoneID, deviceID string) (settings, webhooks string, err error)
 	SetDeviceConfig(ctx context.Context, phoneID, deviceID string, webhooks bool, hash string) error
+	// DevicePhones returns the phones a device speaks for: the one it
+	// paired with, then those of its other SIMs.
+	DevicePhones(ctx context.Context, id, deviceID string) ([]*sb.Phone, error)
 	// PhoneWork tells every node that a phone's device has work;
 	// OnPhoneWork registers what to call when one has.
 	PhoneWork(ctx context.Context, phoneID string) error
@@ -109,6 +112,7 @@ type Server struct {
 
 	streams streams
 	pacing  pacing
+	pings   pingCache
 	pairs   pairingLimits
 	creds   credentialGuard
 	metrics metrics
@@ -154,6 +158,7 @@ func New(cfg Config) *Server {
 		touchGap:  min(15*time.Second, cfg.Routing.OfflineAfter/4)}
 	s.streams.init()
 	s.pacing.init()
+	s.pings.init()
 	s.pairs.init(cfg.Shared)
 	s.metrics = newMetrics(cfg.Registry, &s.streams, s.fleetStates)
 	cfg.Store.OnPhoneWork(s.streams.wake)
@@ -632,21 +637,43 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request, ph *sb.Phon
 		return sb.Errorf(sb.CodeValidation, `order must be "fifo" or "lifo".`)
 	}
 	now := s.cfg.Now()
-	msgs, fresh, next, err := s.cfg.Store.TakeDeviceMessages(r.Context(), ph.ID, ph.Device.ID, strings.EqualFold(order, "lifo"), now.UTC(), s.cfg.ValidFor)
+	phones, err := s.devicePhones(r.Context(), ph)
 	if err != nil {
 		return err
 	}
-	s.metrics.handed.Add(float64(fresh))
-	if !next.IsZero() {
-		s.pacing.wakeAt(ph.ID, next, func() { s.cfg.Store.PhoneWork(context.Background(), ph.ID) })
-	}
-	out := make([]messageJSON, len(msgs))
-	for i, m := range msgs {
-		out[i] = messageJSON{ID: m.ID, TextMessage: textJSON{Text: m.Body}, PhoneNumbers: []string{m.To},
-			SimNumber: positiveOrNil(ph.SimNumber), WithDeliveryReport: true, ValidUntil: appTime(*m.ValidUntil), CreatedAt: appTime(m.CreatedAt)}
+	out := []messageJSON{}
+	for _, p := range phones {
+		// Each phone's messages go with its own SIM: a message of the
+		// phone of SIM 2 never carries another SIM's number.
+		msgs, fresh, next, err := s.cfg.Store.TakeDeviceMessages(r.Context(), p.ID, ph.Device.ID, strings.EqualFold(order, "lifo"), now.UTC(), s.cfg.ValidFor)
+		if err != nil {
+			return err
+		}
+		s.metrics.handed.Add(float64(fresh))
+		if !next.IsZero() {
+			id := p.ID
+			s.pacing.wakeAt(id, next, func() { s.cfg.Store.PhoneWork(context.Background(), id) })
+		}
+		for _, m := range msgs {
+			out = append(out, messageJSON{ID: m.ID, TextMessage: textJSON{Text: m.Body}, PhoneNumbers: []string{m.To},
+				SimNumber: positiveOrNil(p.SimNumber), WithDeliveryReport: true, ValidUntil: appTime(*m.ValidUntil), CreatedAt: appTime(m.CreatedAt)})
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// devicePhones returns the phones ph's device speaks for: ph alone, or ph
+// and the phones of its device's other SIMs.
+func (s *Server) devicePhones(ctx context.Context, ph *sb.Phone) ([]*sb.Phone, error) {
+	phones, err := s.cfg.Store.DevicePhones(ctx, ph.ID, ph.Device.ID)
+	if err != nil {
+		return nil, err
+	}
+	if len(phones) == 0 {
+		return []*sb.Phone{ph}, nil
+	}
+	return phones, nil
 }
 
 func positiveOrNil(n int) *int {
@@ -682,8 +709,14 @@ func (s *Server) patchMessages(w http.ResponseWriter, r *http.Request, ph *sb.Ph
 	if err != nil {
 		return err
 	}
-	if err := s.cfg.Store.ReportDeviceStates(r.Context(), ph.ID, ph.Device.ID, reports, s.cfg.Now().UTC()); err != nil {
+	phones, err := s.devicePhones(r.Context(), ph)
+	if err != nil {
 		return err
+	}
+	for _, p := range phones { // each applies the reports on its own messages
+		if err := s.cfg.Store.ReportDeviceStates(r.Context(), p.ID, ph.Device.ID, reports, s.cfg.Now().UTC()); err != nil {
+			return err
+		}
 	}
 	for _, rep := range reports {
 		s.metrics.reports.WithLabelValues(reportLabel(rep.State)).Inc()
@@ -758,6 +791,18 @@ func (s *Server) inbound(w http.ResponseWriter, r *http.Request) {
 	if s.throttled(w, r, credInbound, secret) {
 		return
 	}
+	raw, rerr := readBody(w, r)
+	// A ping or start of a device whose secret this node looked up
+	// lately needs no lookup: its health is written only where the
+	// device is still the phone's (sqlstore.RecordHealth), so a stale
+	// entry changes nothing.
+	if rerr == nil && isDeviceEvent(raw) {
+		if ph := s.pings.phone(secret, s.cfg.Now()); ph != nil && s.access(r.Context(), ph) == nil {
+			s.deviceEvent(r.Context(), ph, raw)
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
 	ph, err := s.cfg.Store.PhoneByInboundSecret(r.Context(), secret)
 	s.checked(r, credInbound, secret, err)
 	if err == nil {
@@ -769,23 +814,35 @@ func (s *Server) inbound(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if rerr == nil && isDeviceEvent(raw) { // not a text: not counted against the inbound limit
+		s.pings.remember(secret, ph, s.cfg.Now())
+		s.deviceEvent(r.Context(), ph, raw)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	if wait, ok := s.allowInbound(r.Context(), ph); !ok {
 		s.metrics.inboundLimited.Inc()
 		w.Header().Set("Retry-After", wait)
 		writeError(w, http.StatusTooManyRequests, "Too many inbound texts from this phone. Try again later.")
 		return
 	}
-	raw, err := readBody(w, r)
-	if err != nil {
+	if rerr != nil {
 		s.metrics.inboundDropped.WithLabelValues(dropMalformed).Inc()
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	if s.deviceEvent(r.Context(), ph, raw) {
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
 	text, drop := parseInboundBody(raw, ph.Number)
+	if text != nil && text.SimNumber > 0 {
+		// Received on another SIM of the device: that SIM's phone's text.
+		phones, err := s.devicePhones(r.Context(), ph)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if p := phoneOfSIM(phones, text.SimNumber); p != nil {
+			ph = p
+		}
+	}
 	if drop != "" {
 		s.metrics.inboundDropped.WithLabelValues(drop).Inc()
 		s.cfg.Log.Warn("inbound callback dropped: nothing Switchboard can store", "tenant_id", ph.TenantID, "phone_id", ph.ID, "reason", drop)
@@ -828,9 +885,22 @@ func (s *Server) allowInbound(ctx context.Context, ph *sb.Phone) (string, bool) 
 	return strconv.Itoa(d.RetryAfterSeconds()), false
 }
 
-// inboundText is an sms:received callback, checked.
+// inboundText is an sms:received callback, checked; SimNumber is the SIM
+// that received it (0: the app did not say).
 type inboundText struct {
 	EventID, Sender, Body string
+	SimNumber             int
+}
+
+// phoneOfSIM returns the phone of phones (a device's) that sends with SIM
+// sim, or nil.
+func phoneOfSIM(phones []*sb.Phone, sim int) *sb.Phone {
+	for _, p := range phones {
+		if p.SimNumber == sim {
+			return p
+		}
+	}
+	return nil
 }
 
 // maxInboundBody bounds the text of an inbound message, in characters: a
@@ -872,7 +942,11 @@ func parseInboundBody(raw []byte, like string) (*inboundText, string) {
 	case !ok:
 		return nil, dropSender
 	}
-	return &inboundText{EventID: ev.ID, Sender: sender, Body: truncate(p.Message, maxInboundBody)}, ""
+	text := &inboundText{EventID: ev.ID, Sender: sender, Body: truncate(p.Message, maxInboundBody)}
+	if p.SimNumber != nil && *p.SimNumber > 0 && *p.SimNumber <= 3 {
+		text.SimNumber = *p.SimNumber
+	}
+	return text, ""
 }
 
 // Run runs the sweeper until ctx ends: every few seconds it moves the
@@ -948,7 +1022,15 @@ func (s *Server) deviceEvent(ctx context.Context, ph *sb.Phone, raw []byte) bool
 			s.metrics.pings.WithLabelValues("malformed").Inc()
 			return true
 		}
+		// A health like the last one written is written again only once
+		// that is two ping intervals old, so that a phone stays short of
+		// ping_late (three) at half the writes.
+		if !s.pings.due(ph.ID, h, 2*s.cfg.Routing.PingInterval) {
+			s.metrics.pings.WithLabelValues("unchanged").Inc()
+			return true
+		}
 		if err := s.cfg.Store.RecordHealth(ctx, ph.ID, ph.Device.ID, h); err != nil {
+			s.pings.forget(ph.ID)
 			s.cfg.Log.Error("recording a phone's health", "tenant_id", ph.TenantID, "phone_id", ph.ID, "err", err)
 			return true
 		}

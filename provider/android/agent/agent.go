@@ -687,8 +687,17 @@ type Event struct {
 // to the callback the server subscribed it to, as the app does, and returns
 // the event it posted (post it again with Post to play the app's retry).
 func (a *Agent) Inbound(ctx context.Context, sender, text string) (Event, error) {
-	ev := Event{ID: randomID(), Event: smsgateway.WebhookEventSmsReceived, DeviceID: a.ID,
-		Payload: smsReceived{MessageID: randomID(), Sender: sender, Message: text, ReceivedAt: time.Now(), PhoneNumber: sender}}
+	return a.InboundSIM(ctx, sender, text, 0)
+}
+
+// InboundSIM is Inbound on the phone's SIM sim (1 to 3; 0: the app does
+// not say which).
+func (a *Agent) InboundSIM(ctx context.Context, sender, text string, sim int) (Event, error) {
+	p := smsReceived{MessageID: randomID(), Sender: sender, Message: text, ReceivedAt: time.Now(), PhoneNumber: sender}
+	if sim > 0 {
+		p.SimNumber = &sim
+	}
+	ev := Event{ID: randomID(), Event: smsgateway.WebhookEventSmsReceived, DeviceID: a.ID, Payload: p}
 	return ev, a.Post(ctx, ev)
 }
 
