@@ -667,7 +667,7 @@ func TestDeviceDelivery(t *testing.T) {
 			_, _, code := devPhone(t, s, tn.Live, nil)
 			a, _ := devAgent(t, s, code, agent.Options{}, false)
 			hooks, err := a.Webhooks(context.Background())
-			if err != nil || len(hooks) != 1 {
+			if err != nil || len(hooks) != 3 || hooks[0].Event != "sms:received" {
 				t.Fatalf("webhooks: %v %v", hooks, err)
 			}
 			post := func(body string) *http.Response {
@@ -1106,7 +1106,7 @@ func TestDeviceOverTLS(t *testing.T) {
 	_, _, code := devPhone(t, s, tn.Live, nil)
 	a, _ := devAgent(t, s, code, agent.Options{HTTP: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}}, true)
 	hooks, err := a.Webhooks(context.Background())
-	if err != nil || len(hooks) != 1 || !strings.HasPrefix(hooks[0].URL, "https://sms.example.com:8443/api/mobile/v1/inbound/") {
+	if err != nil || len(hooks) != 3 || !strings.HasPrefix(hooks[0].URL, "https://sms.example.com:8443/api/mobile/v1/inbound/") {
 		t.Fatalf("webhooks: %+v %v", hooks, err)
 	}
 	id := msgSend(t, s, tn.Live, map[string]any{"to": msgAwake(t), "body": "over TLS"})["message_id"].(string)

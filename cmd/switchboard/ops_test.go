@@ -236,7 +236,8 @@ func TestOpsPhones(t *testing.T) {
 			t.Helper()
 			var out map[string]any
 			cliJSON(t, db, &out, append([]string{"phone"}, args...)...)
-			if got := strings.Join(keysOf(out), ","); got != "channels,created_at,daily_limit,device,id,kind,last_seen_at,number,provider,rate_limit,sent_today,status" {
+			if got := strings.Join(keysOf(out), ","); got != "channels,created_at,daily_limit,device,device_phone_id,effective_daily_limit,health,id,kind,last_seen_at,number,provider,"+
+				"quarantine,quarantine_policy,rate_limit,sent_today,status,trouble,warmup" {
 				t.Errorf("phone %s printed the fields %s: %v", args[0], got, out)
 			}
 			return out

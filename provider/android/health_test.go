@@ -82,7 +82,7 @@ func TestPingHealth(t *testing.T) {
 		if n := gauge(t, reg, "switchboard_android_phones_in_trouble", "low_battery"); n != 1 {
 			t.Errorf("low_battery phones: %v, want 1", n)
 		}
-		if w := call("POST", path, pingBody(80, 5, 0, 0, 0)); w.Code != http.StatusNoContent {
+		if w := call("POST", path, pingBody(80, 5, 0, 4, 0)); w.Code != http.StatusNoContent {
 			t.Fatalf("ping: %d", w.Code)
 		}
 		if h := health(); h.BatteryLevel != 80 || !h.Charging || h.Network != sb.NetworkNone {
