@@ -934,8 +934,11 @@ func devNeverSentTwice(t *testing.T, db string, s1, s2 *server) {
 	idB, _, codeB := devPhone(t, s1, tn.Live, nil)
 	idC, numberC, codeC := devPhone(t, s1, tn.Live, nil)
 	a, _ := devAgent(t, s1, codeA, agent.Options{SilentAfter: smsgateway.ProcessingStateProcessed}, true)
-	b := agentPairedOffline(t, s2, tn, idB, codeB)
-	c := agentPairedOffline(t, s1, tn, idC, codeC, agent.Options{Hold: true})
+	// B and C paired and not running: offline once --phone-offline-after
+	// has passed, which they wait out together.
+	b, c := agentPaired(t, s2, codeB), agentPaired(t, s1, codeC, agent.Options{Hold: true})
+	devWaitOffline(t, s2, tn, idB)
+	devWaitOffline(t, s1, tn, idC)
 
 	// A takes the first message, reports Processed and goes silent.
 	first := msgSend(t, s1, tn.Live, map[string]any{"to": msgAwake(t), "body": "first"})["message_id"].(string)
@@ -1015,6 +1018,15 @@ func devNeverSentTwice(t *testing.T, db string, s1, s2 *server) {
 // not running): it can then take messages only once it runs.
 func agentPairedOffline(t testing.TB, s *server, tn tenant, id, code string, opt ...agent.Options) *agent.Agent {
 	t.Helper()
+	a := agentPaired(t, s, code, opt...)
+	devWaitOffline(t, s, tn, id)
+	return a
+}
+
+// agentPaired pairs a reference device (with the options opt, if given)
+// with code, and does not run it.
+func agentPaired(t testing.TB, s *server, code string, opt ...agent.Options) *agent.Agent {
+	t.Helper()
 	o := agent.Options{}
 	if len(opt) > 0 {
 		o = opt[0]
@@ -1024,8 +1036,13 @@ func agentPairedOffline(t testing.TB, s *server, tn tenant, id, code string, opt
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the paired phone to go offline", func() bool { return phoneGet(t, s, tn.Live, id)["status"] == "offline" })
 	return a
+}
+
+// devWaitOffline waits until the phone id is offline.
+func devWaitOffline(t testing.TB, s *server, tn tenant, id string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "the paired phone to go offline", func() bool { return phoneGet(t, s, tn.Live, id)["status"] == "offline" })
 }
 
 // TestDeviceTwoNodes: on PostgreSQL, a message accepted on one node reaches
