@@ -36,6 +36,10 @@ const (
 
 // Message is one outbound or inbound message. Empty strings stand for null.
 type Message struct {
+	// HighPriority marks a send with priority "high": handed to its
+	// device before the others, and the app skips its own limits and
+	// delays for it.
+	HighPriority  bool
 	ID            string
 	TenantID      string
 	Env           Environment

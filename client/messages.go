@@ -127,6 +127,10 @@ type SendParams struct {
 	// From is one of the tenant's sending numbers; empty lets the service
 	// choose.
 	From string `json:"from,omitempty"`
+	// Priority "high" hands the message to an Android phone before its
+	// other waiting messages, and the app skips its own limits and delays
+	// for it; empty is "normal".
+	Priority string `json:"priority,omitempty"`
 	// IdempotencyKey (at most 255 characters) makes the send safe to
 	// repeat: a repeat within 24 hours with the same fields returns the
 	// first answer and sends nothing. When empty, SendMessage generates one,

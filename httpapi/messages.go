@@ -105,6 +105,7 @@ type sendRequest struct {
 	Data     map[string]json.RawMessage `json:"data"`
 	Channel  *string                    `json:"channel"`
 	From     *string                    `json:"from"`
+	Priority *string                    `json:"priority"`
 }
 
 // validate applies the field rules: every VALIDATION_ERROR first, then
@@ -112,6 +113,9 @@ type sendRequest struct {
 func (req *sendRequest) validate() (data map[string]string, err error) {
 	if req.To == nil || *req.To == "" {
 		return nil, sb.Invalid("to", "to is required.")
+	}
+	if req.Priority != nil && *req.Priority != "normal" && *req.Priority != "high" {
+		return nil, sb.Invalid("priority", `priority must be "normal" or "high".`)
 	}
 	if data, err = req.validateContent(); err != nil {
 		return nil, err
@@ -285,7 +289,7 @@ func (s *Server) accept(ctx context.Context, p *auth.Principal, req *sendRequest
 		return nil, err
 	}
 	m := &sb.Message{ID: sb.NewID(), TenantID: p.Tenant.ID, Env: p.Env, Direction: sb.Outbound, To: *req.To,
-		Status: sb.StatusQueued, CreatedAt: now}
+		Status: sb.StatusQueued, CreatedAt: now, HighPriority: req.Priority != nil && *req.Priority == "high"}
 	send := &sb.Send{Message: m, NewContactLimit: p.Plan.NewContactsPerDay}
 	if req.From != nil {
 		if err := s.checkFrom(ctx, p, *req.From); err != nil {

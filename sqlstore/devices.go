@@ -55,12 +55,14 @@ func (db *DB) TakeDeviceMessages(ctx context.Context, phoneID, deviceID string, 
 			return err
 		}
 		held, err := tx.deviceMessages(ctx, `device_id = ? AND device_due IS NOT NULL AND phone_id = ? AND status = 'queued'
-			ORDER BY device_due `+order+`, id `+order+` LIMIT ?`, deviceID, phoneID, DeviceBatch)
+			ORDER BY priority DESC, device_due `+order+`, id `+order+` LIMIT ?`, deviceID, phoneID, DeviceBatch)
 		if err != nil {
 			return err
 		}
+		// High priority first: handed out before the others, whatever the
+		// order asked for.
 		waiting, err := tx.deviceMessages(ctx, `phone_id = ? AND device_due IS NOT NULL AND device_due <= ? AND device_id IS NULL AND status = 'queued'
-			ORDER BY device_due `+order+`, id `+order+` LIMIT ?`, phoneID, sb.Micros(now), DeviceBatch-len(held))
+			ORDER BY priority DESC, device_due `+order+`, id `+order+` LIMIT ?`, phoneID, sb.Micros(now), DeviceBatch-len(held))
 		if err != nil {
 			return err
 		}
@@ -113,7 +115,7 @@ func (t *Tx) deviceMessages(ctx context.Context, where string, args ...any) ([]*
 	if args[len(args)-1].(int) <= 0 {
 		return nil, nil
 	}
-	rows, err := t.query(ctx, `SELECT `+messageCols+`, valid_until FROM messages WHERE `+where, args...)
+	rows, err := t.query(ctx, `SELECT `+messageCols+`, valid_until, priority FROM messages WHERE `+where, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -121,11 +123,12 @@ func (t *Tx) deviceMessages(ctx context.Context, where string, args ...any) ([]*
 	var out []*sb.Message
 	for rows.Next() {
 		var valid sql.NullInt64
-		m, err := scanMessageWith(rows, &valid)
+		var priority int
+		m, err := scanMessageWith(rows, &valid, &priority)
 		if err != nil {
 			return nil, err
 		}
-		m.ValidUntil, m.PhoneKind = optTime(valid), sb.PhoneAndroid
+		m.ValidUntil, m.PhoneKind, m.HighPriority = optTime(valid), sb.PhoneAndroid, priority > 0
 		out = append(out, m)
 	}
 	return out, rows.Err()

@@ -205,3 +205,28 @@ func TestAnnouncePresence(t *testing.T) {
 		}
 	})
 }
+
+// TestPriorityHandedFirst: a high-priority message waiting for a device is
+// handed out before the normal ones that waited longer, whatever order the
+// device asks for.
+func TestPriorityHandedFirst(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, url string) {
+		f := newDeviceFixture(t, url)
+		t0 := time.Now().UTC().Truncate(time.Millisecond)
+		a, devA := f.phone("+15551300001", t0)
+		for range 3 {
+			f.send(t0)
+		}
+		m := &sb.Message{ID: sb.NewID(), TenantID: f.tenant.ID, Env: sb.Live, Direction: sb.Outbound, To: "+15005550123",
+			Body: "urgent", Channel: sb.ChannelSMS, Status: sb.StatusQueued, CreatedAt: t0.Add(time.Second), HighPriority: true}
+		if err := f.db.AcceptSend(bg, &sb.Send{Message: m}); err != nil {
+			t.Fatal(err)
+		}
+		for _, lifo := range []bool{false, true} { // the second time: handed again, held
+			msgs, _, _, err := f.db.TakeDeviceMessages(bg, a.ID, devA, lifo, t0.Add(2*time.Second), 10*time.Minute)
+			if err != nil || len(msgs) != 4 || msgs[0].ID != m.ID || !msgs[0].HighPriority || msgs[1].HighPriority {
+				t.Fatalf("lifo %v: %v %d messages, first %v", lifo, err, len(msgs), msgs)
+			}
+		}
+	})
+}

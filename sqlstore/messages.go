@@ -463,7 +463,7 @@ var (
 	messageInsertTypes = []string{"text", "text", "text", "text", "text", "text", "text", "text", "text",
 		"text", "text", "text", "text", "text", "bigint", "bigint", "bigint", "bigint", "bigint", "integer",
 		"text", "bigint", "text", "text",
-		"bigint", "bigint", "integer", "text", "text", "bigint"}
+		"bigint", "bigint", "integer", "text", "text", "bigint", "integer"}
 	counterTypes = []string{"text", "text", "text", "text", "integer", "bigint"}
 )
 
@@ -977,8 +977,8 @@ func (t *Tx) insertMessage(ctx context.Context, m *sb.Message, runAt *time.Time,
 }
 
 const (
-	messageInsertCols = messageCols + `, run_at, device_due, from_pinned, external_id, claimed_by, chat_fallback_at`
-	messageInsertN    = 30
+	messageInsertCols = messageCols + `, run_at, device_due, from_pinned, external_id, claimed_by, chat_fallback_at, priority`
+	messageInsertN    = 31
 )
 
 // messageRow is the values of messageInsertCols for m.
@@ -991,7 +991,7 @@ func messageRow(m *sb.Message, runAt *time.Time, pinned bool, claimer string) []
 		nullStr(m.FailureReason), nullStr(m.ErrorCode), nullStr(m.Template), nullStr(m.CampaignID), nullStr(m.PhoneID),
 		sb.Micros(m.CreatedAt), microsOrNil(m.ScheduledAt), microsOrNil(m.SentAt), microsOrNil(m.DeliveredAt), microsOrNil(m.FailedAt),
 		m.Attempts, engineOf(m), microsOrNil(m.ReadAt), fallbackFrom(m), fallbackReason(m),
-		queue, device, boolInt(pinned), nullStr(m.ExternalID), nullStr(claimer), microsOrNil(m.ChatFallbackAt)}
+		queue, device, boolInt(pinned), nullStr(m.ExternalID), nullStr(claimer), microsOrNil(m.ChatFallbackAt), boolInt(m.HighPriority)}
 }
 
 // engineOf is the engine column of m: its Engine, else the engine of its

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/android-sms-gateway/client-go/smsgateway"
+
 	"github.com/switchboard/switchboard/provider/android/agent"
 )
 
@@ -151,6 +153,17 @@ func TestPhoneFleet(t *testing.T) {
 				if m["to"] != want {
 					t.Errorf("%q went to %v, want %s", m["body"], m["to"], want)
 				}
+			}
+			// Priority: high tells the app to skip its limits and delays.
+			msgWantErr(t, s.do(t, "POST", "/v1/messages", tn.Live, map[string]any{"to": msgAwake(t), "body": "x", "priority": "urgent"}),
+				400, "VALIDATION_ERROR", "priority")
+			high := msgSend(t, s, tn.Live, map[string]any{"to": msgAwake(t), "body": "now", "priority": "high"})["message_id"].(string)
+			normal := msgSend(t, s, tn.Live, map[string]any{"to": msgAwake(t), "body": "later", "priority": "normal"})["message_id"].(string)
+			if got := devHeld(t, a, high).Priority; got != smsgateway.PriorityBypassThreshold {
+				t.Errorf("a high-priority message carries priority %d, want %d", got, smsgateway.PriorityBypassThreshold)
+			}
+			if got := devHeld(t, a, normal).Priority; got != smsgateway.PriorityDefault {
+				t.Errorf("a normal message carries priority %d", got)
 			}
 			// A ping's health is the device's: both phones show it.
 			a.SetBattery(42, false)

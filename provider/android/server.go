@@ -619,6 +619,9 @@ type messageJSON struct {
 	PhoneNumbers       []string `json:"phoneNumbers"`
 	SimNumber          *int     `json:"simNumber,omitempty"`
 	WithDeliveryReport bool     `json:"withDeliveryReport"`
+	// Priority is the app's message priority: from PriorityBypass on, it
+	// skips the app's own limits and delays.
+	Priority int `json:"priority,omitempty"`
 	ValidUntil         appTime  `json:"validUntil"`
 	CreatedAt          appTime  `json:"createdAt"`
 }
@@ -656,7 +659,8 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request, ph *sb.Phon
 		}
 		for _, m := range msgs {
 			out = append(out, messageJSON{ID: m.ID, TextMessage: textJSON{Text: m.Body}, PhoneNumbers: []string{m.To},
-				SimNumber: positiveOrNil(p.SimNumber), WithDeliveryReport: true, ValidUntil: appTime(*m.ValidUntil), CreatedAt: appTime(m.CreatedAt)})
+				SimNumber: positiveOrNil(p.SimNumber), WithDeliveryReport: true, ValidUntil: appTime(*m.ValidUntil), CreatedAt: appTime(m.CreatedAt),
+				Priority: priorityOf(m)})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -674,6 +678,18 @@ func (s *Server) devicePhones(ctx context.Context, ph *sb.Phone) ([]*sb.Phone, e
 		return []*sb.Phone{ph}, nil
 	}
 	return phones, nil
+}
+
+// PriorityBypass is the app's priority from which a message skips its own
+// limits and delays (client-go's PriorityBypassThreshold): what a send of
+// priority "high" carries.
+const PriorityBypass = 100
+
+func priorityOf(m *sb.Message) int {
+	if m.HighPriority {
+		return PriorityBypass
+	}
+	return 0
 }
 
 func positiveOrNil(n int) *int {
