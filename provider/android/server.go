@@ -621,9 +621,9 @@ type messageJSON struct {
 	WithDeliveryReport bool     `json:"withDeliveryReport"`
 	// Priority is the app's message priority: from PriorityBypass on, it
 	// skips the app's own limits and delays.
-	Priority int `json:"priority,omitempty"`
-	ValidUntil         appTime  `json:"validUntil"`
-	CreatedAt          appTime  `json:"createdAt"`
+	Priority   int     `json:"priority,omitempty"`
+	ValidUntil appTime `json:"validUntil"`
+	CreatedAt  appTime `json:"createdAt"`
 }
 
 type textJSON struct {
