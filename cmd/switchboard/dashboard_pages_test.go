@@ -74,6 +74,10 @@ func dashSend(t *testing.T, browser context.Context, s *server) {
 	if n := b.text(".notice"); !strings.Contains(n, "accepted") {
 		t.Errorf("after sending: %q", n)
 	}
+	// The message's page says what carried it.
+	if ch, eng := b.text("#message-channel"), b.text("#message-engine"); ch == "" || eng != "simulator" {
+		t.Errorf("the message's channel %q and engine %q", ch, eng)
+	}
 	id := strings.TrimPrefix(eval[string](b, `location.pathname`), "/dashboard/test/messages/")
 	m := s.do(t, "GET", "/v1/messages/"+id, tn.Test, nil)
 	if m.Status != http.StatusOK || m.Data()["body"] != "Hi Ada, your order has shipped." || m.Data()["template"] != "shipped" {
