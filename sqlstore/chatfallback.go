@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"time"
 
 	sb "github.com/switchboard/switchboard"
@@ -40,25 +39,24 @@ func (db *DB) ChatFallback(ctx context.Context, messageID, reason string, now ti
 	moved := false
 	err := db.Write(ctx, func(tx *Tx) error {
 		moved = false
-		var tenantID, to, status string
-		var due sql.NullInt64
-		err := tx.queryRow(ctx, `SELECT tenant_id, to_number, status, chat_fallback_at FROM messages WHERE id = ? AND environment = 'live'`, messageID).
-			Scan(&tenantID, &to, &status, &due)
-		if err == sql.ErrNoRows {
-			return nil
-		}
+		// Taking the deadline is what claims the fallback: of two nodes
+		// that found the message due, only one clears it (PostgreSQL
+		// checks the condition again once the other's update commits).
+		res, err := tx.exec(ctx, `UPDATE messages SET chat_fallback_at = NULL
+			WHERE id = ? AND environment = 'live' AND chat_fallback_at IS NOT NULL AND status IN ('queued', 'sent')`, messageID)
 		if err != nil {
 			return err
 		}
-		if !due.Valid {
-			return nil
-		}
-		clear := func() error {
-			_, err := tx.exec(ctx, `UPDATE messages SET chat_fallback_at = NULL WHERE id = ?`, messageID)
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			if err == nil {
+				// Not due (any more), or final: clear a final one's deadline.
+				_, err = tx.exec(ctx, `UPDATE messages SET chat_fallback_at = NULL WHERE id = ? AND chat_fallback_at IS NOT NULL`, messageID)
+			}
 			return err
 		}
-		if status != sb.StatusQueued && status != sb.StatusSent {
-			return clear()
+		var tenantID string
+		if err := tx.queryRow(ctx, `SELECT tenant_id FROM messages WHERE id = ?`, messageID).Scan(&tenantID); err != nil {
+			return err
 		}
 		day := sb.Day(now)
 		key := phoneKey{tenantID, sb.Live, day}
@@ -67,7 +65,7 @@ func (db *DB) ChatFallback(ctx context.Context, messageID, reason string, now ti
 			return err
 		}
 		if p == nil {
-			return clear()
+			return nil // it stays with its chat engine
 		}
 		if err := tx.countOnPhone(ctx, sb.Live, p, day); err != nil {
 			return err

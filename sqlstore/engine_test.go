@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -178,6 +179,48 @@ func TestChatFallback(t *testing.T) {
 		}
 		if due, _ := db.DueChatFallbacks(ctx, later, 10); len(due) != 0 {
 			t.Errorf("still due: %v", due)
+		}
+	})
+}
+
+// Two nodes that find the same message due: one falls back, the other
+// changes nothing, and the SMS phone counts it once.
+func TestChatFallbackOnce(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		tn := writeTestTenant(t, db)
+		addKindPhone(t, db, tn.ID, "+15557"+strings.Map(func(r rune) rune { return '0' + r%10 }, sb.NewID()[20:26]), sb.PhoneRBM, sb.PhoneOnline, "chat")
+		sms := addKindPhone(t, db, tn.ID, "+15558"+strings.Map(func(r rune) rune { return '0' + r%10 }, sb.NewID()[20:26]), sb.PhoneSMPP, sb.PhoneOnline, "sms")
+		s := sendOn(tn.ID, sb.Live, sb.ChannelChat, "")
+		s.Auto = true
+		if err := db.AcceptSend(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		later := time.Now().Add(2 * sb.ChatFallbackAfter)
+		results := make(chan bool, 8)
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				ok, err := db.ChatFallback(ctx, s.Message.ID, "ttl", later)
+				if err != nil {
+					t.Error(err)
+				}
+				results <- ok
+			})
+		}
+		wg.Wait()
+		close(results)
+		n := 0
+		for ok := range results {
+			if ok {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d of 8 concurrent fallbacks moved the message, want 1", n)
+		}
+		if c := phoneCount(t, db, tn.ID, sms.ID); c != 1 {
+			t.Errorf("the SMS phone counted %d messages, want 1", c)
 		}
 	})
 }
