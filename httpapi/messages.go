@@ -503,7 +503,7 @@ func (s *Server) resolveChannel(ctx context.Context, p *auth.Principal, to, chan
 		if perr != nil {
 			return "", perr
 		}
-		for _, ph := range phones {
+		for _, ph := range sb.LiveSenders(p.Env, phones) { // a skipped simulated phone sends nothing
 			if ph.HasChannel(sb.ChannelChat) {
 				return "", err
 			}
