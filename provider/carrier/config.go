@@ -74,9 +74,9 @@ type Config struct {
 	// EnquireLink is how often, in seconds, the link checks that the bind
 	// is alive (default 30).
 	EnquireLink int `json:"enquire_link"`
-	// DataCoding is the data_coding of GSM-7 texts: 0 (the SMSC's default
-	// alphabet, the default) or 1 (IA5/ASCII, which some SMSCs read as
-	// GSM-7). UCS-2 texts are always 8.
+	// DataCoding is the SMSC's 7-bit alphabet: 0 (its default alphabet,
+	// GSM 03.38, the default) or 1 (IA5, i.e. ASCII: texts all ASCII go as
+	// such, one character an octet; others as UCS-2, 8).
 	DataCoding *int `json:"data_coding"`
 	// SourceTON, SourceNPI, DestTON and DestNPI override the addresses'
 	// type of number and numbering plan (default 1 and 1: international,
@@ -291,7 +291,7 @@ func (c *Config) check(getenv func(string) string) error {
 			return errors.New("enquire_link must be a whole number of seconds from 1 to 3600 (0 or absent: 30)")
 		}
 		if c.DataCoding != nil && *c.DataCoding != 0 && *c.DataCoding != 1 {
-			return errors.New("data_coding must be 0 (the SMSC's default alphabet, GSM 03.38) or 1 (IA5), the data_coding of GSM-7 texts")
+			return errors.New("data_coding must be 0 (the SMSC's default alphabet, GSM 03.38) or 1 (IA5/ASCII)")
 		}
 		for _, f := range []struct {
 			name string

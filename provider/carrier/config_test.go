@@ -65,3 +65,26 @@ func TestCheckTransport(t *testing.T) {
 		}
 	}
 }
+
+// TestSMPPOptions: the per-link SMPP options and their bounds.
+func TestSMPPOptions(t *testing.T) {
+	ok := `{"links": [{"name": "c1", "type": "smpp", "addr": "h:1", "system_id": "a", "tls": true, "enquire_link": 10, "data_coding": 1,
+		"source_ton": 5, "source_npi": 0, "dest_ton": 1, "dest_npi": 1, "udh16": true}]}`
+	links, err := Parse([]byte(ok), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := links[0]
+	if !c.TLS || c.EnquireLink != 10 || *c.DataCoding != 1 || *c.SourceTON != 5 || *c.SourceNPI != 0 || !c.UDH16 {
+		t.Fatalf("parsed %+v", c)
+	}
+	for field, want := range map[string]string{
+		`"data_coding": 3`: "data_coding must be 0", `"source_ton": 7`: "source_ton must be", `"dest_npi": 19`: "dest_npi must be",
+		`"enquire_link": -1`: "enquire_link must be", `"tls": "yes"`: `"tls"`,
+	} {
+		_, err := Parse([]byte(`{"links": [{"name": "c1", "type": "smpp", "addr": "h:1", "system_id": "a", `+field+`}]}`), nil)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", field, err, want)
+		}
+	}
+}

@@ -99,7 +99,7 @@ func (o *Options) defaults() {
 			*d = v
 		}
 	}
-	def(&o.EnquireLink, 30*time.Second)
+	def(&o.EnquireLink, 30*time.Second) // a link's enquire_link overrides it
 	def(&o.RespTimeout, 30*time.Second)
 	def(&o.BindTimeout, 10*time.Second)
 	def(&o.BackoffMin, time.Second)
@@ -140,7 +140,7 @@ type outMsg struct {
 	m      *sb.Message
 	parts  []*outPart
 	failed bool
-	ref    uint8
+	ref    uint16 // the concatenation reference of a long text's parts
 }
 
 type outPart struct {
@@ -188,6 +188,9 @@ type Link struct {
 	pending []recEvent
 	recWake chan struct{}
 
+	// refs are the concatenation references of the long texts held, by
+	// recipient: two in flight to one handset never share one.
+	refs        map[string]map[uint16]time.Time // zero: in use; else when freed
 	concat      map[concatKey]*concatMsg // long inbound texts being put together
 	concatParts int                      // their parts
 	concatBytes int                      // and the bytes of their text
@@ -195,6 +198,9 @@ type Link struct {
 
 // New returns a link for cfg (an smpp link of the providers file).
 func New(cfg carrier.Config, store Store, opt Options) *Link {
+	if cfg.EnquireLink > 0 {
+		opt.EnquireLink = time.Duration(cfg.EnquireLink) * time.Second
+	}
 	opt.defaults()
 	hold := time.Duration(cfg.InDoubtResendAfter) * time.Second
 	if hold <= 0 {
@@ -205,7 +211,7 @@ func New(cfg carrier.Config, store Store, opt Options) *Link {
 	}
 	return &Link{cfg: cfg, opt: opt, store: store, hold: hold, log: opt.Log.With("link", cfg.Name, "type", carrier.TypeSMPP),
 		msgs: map[string]*outMsg{}, wake: make(chan struct{}, 1), hkWake: make(chan struct{}, 1), recWake: make(chan struct{}, 1),
-		downSince: time.Now(), concat: map[concatKey]*concatMsg{}}
+		downSince: time.Now(), concat: map[concatKey]*concatMsg{}, refs: map[string]map[uint16]time.Time{}}
 }
 
 // Name implements carrier.Link.
@@ -288,11 +294,18 @@ func (l *Link) Send(ctx context.Context, m *sb.Message) error {
 		}
 		return &sb.Deferred{Until: now.Add(wait), Reason: "the SMPP link " + l.cfg.Name + " holds as many messages as it may"}
 	}
-	segs, err := splitText(m.Body)
+	single := byte(data.GSM7BITCoding)
+	if l.cfg.DataCoding != nil {
+		single = byte(*l.cfg.DataCoding)
+	}
+	segs, err := splitTextAs(m.Body, single)
 	if err != nil {
 		return sb.Errorf(sb.CodeDeliveryFailed, "the text cannot be encoded for SMPP: %v", err)
 	}
-	om := &outMsg{m: m, ref: concatRef(m.ID)}
+	om := &outMsg{m: m}
+	if len(segs) > 1 {
+		om.ref = l.takeRef(m.ID, m.To)
+	}
 	for i, s := range segs {
 		om.parts = append(om.parts, &outPart{msg: om, i: i, seg: s})
 	}
@@ -528,11 +541,17 @@ func (l *Link) requeue(p *outPart) {
 func (l *Link) submitSM(p *outPart) (*pdu.SubmitSM, error) {
 	m := p.msg.m
 	sm := pdu.NewSubmitSM().(*pdu.SubmitSM)
-	src, err := pdu.NewAddressWithTonNpiAddr(data.GSM_TON_INTERNATIONAL, data.GSM_NPI_E164, strings.TrimPrefix(m.From, "+"))
+	or := func(v *int, def byte) byte {
+		if v != nil {
+			return byte(*v)
+		}
+		return def
+	}
+	src, err := pdu.NewAddressWithTonNpiAddr(or(l.cfg.SourceTON, data.GSM_TON_INTERNATIONAL), or(l.cfg.SourceNPI, data.GSM_NPI_E164), strings.TrimPrefix(m.From, "+"))
 	if err != nil {
 		return nil, err
 	}
-	dst, err := pdu.NewAddressWithTonNpiAddr(data.GSM_TON_INTERNATIONAL, data.GSM_NPI_E164, strings.TrimPrefix(m.To, "+"))
+	dst, err := pdu.NewAddressWithTonNpiAddr(or(l.cfg.DestTON, data.GSM_TON_INTERNATIONAL), or(l.cfg.DestNPI, data.GSM_NPI_E164), strings.TrimPrefix(m.To, "+"))
 	if err != nil {
 		return nil, err
 	}
@@ -542,7 +561,7 @@ func (l *Link) submitSM(p *outPart) (*pdu.SubmitSM, error) {
 	if n > 1 {
 		sm.EsmClass |= data.SM_UDH_GSM
 	}
-	if sm.Message, err = shortMessage(p.seg, p.i, n, p.msg.ref); err != nil {
+	if sm.Message, err = shortMessage(p.seg, p.i, n, p.msg.ref, l.cfg.UDH16); err != nil {
 		return nil, err
 	}
 	return sm, nil
@@ -634,6 +653,7 @@ func transient(status data.CommandStatusType) bool {
 func (l *Link) housekeeping(ctx context.Context) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
+	lastSweep := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -644,6 +664,10 @@ func (l *Link) housekeeping(ctx context.Context) {
 		l.resumeHandedOver(ctx)
 		l.endDoubt(ctx)
 		l.flushConcat(false)
+		if time.Since(lastSweep) > time.Minute {
+			lastSweep = time.Now()
+			l.sweepRefs()
+		}
 	}
 }
 
@@ -697,7 +721,7 @@ func (l *Link) resumeHandedOver(ctx context.Context) {
 			}
 		}
 		if open == 0 || om.failed {
-			delete(l.msgs, om.m.ID)
+			l.dropMsg(om)
 		}
 	}
 	l.countDoubt()
@@ -781,6 +805,78 @@ func (l *Link) endDoubt(ctx context.Context) {
 	}
 }
 
+// takeRef picks the concatenation reference of a long text to to: the
+// one its id hashes to (so that parts written again after a restart mostly
+// keep theirs), or the next one free for that recipient: not used by a long
+// text the link holds, nor by one it let go in the last refRest (its parts
+// may still be on their way to the handset). l.mu is held.
+func (l *Link) takeRef(id, to string) uint16 {
+	now := time.Now()
+	used := l.refs[to]
+	if used == nil {
+		used = map[uint16]time.Time{}
+		l.refs[to] = used
+	}
+	space := 256
+	if l.cfg.UDH16 {
+		space = 65536
+	}
+	busy := func(r int) bool {
+		t, ok := used[uint16(r)]
+		return ok && (t.IsZero() || now.Sub(t) < refRest)
+	}
+	start := int(concatRef(id)) % space
+	ref := start
+	for i := 0; i < space && busy(ref); i++ {
+		ref = (ref + 1) % space
+	}
+	if busy(ref) {
+		// Every reference is taken (256 long texts to one handset): the
+		// one freed the longest ago, else the hash.
+		ref = start
+		var oldest time.Time
+		for r, t := range used {
+			if !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
+				ref, oldest = int(r), t
+			}
+		}
+	}
+	used[uint16(ref)] = time.Time{}
+	return uint16(ref)
+}
+
+// refRest is how long a long text's reference stays taken after the link
+// let the text go.
+const refRest = 10 * time.Minute
+
+// dropMsg forgets om, and frees its reference (after refRest). l.mu is
+// held.
+func (l *Link) dropMsg(om *outMsg) {
+	delete(l.msgs, om.m.ID)
+	if len(om.parts) > 1 {
+		if used := l.refs[om.m.To]; used != nil {
+			used[om.ref] = time.Now()
+		}
+	}
+}
+
+// sweepRefs forgets references freed more than refRest ago.
+func (l *Link) sweepRefs() {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for to, used := range l.refs {
+		for r, t := range used {
+			if !t.IsZero() && now.Sub(t) >= refRest {
+				delete(used, r)
+			}
+		}
+		if len(used) == 0 {
+			delete(l.refs, to)
+		}
+	}
+}
+
 // countDoubt sets the metric of the parts held in doubt. l.mu is held.
 func (l *Link) countDoubt() {
 	n := 0
@@ -802,7 +898,7 @@ func (l *Link) forgetIfDone(om *outMsg) {
 		}
 	}
 	if l.msgs[om.m.ID] == om {
-		delete(l.msgs, om.m.ID)
+		l.dropMsg(om)
 	}
 }
 

@@ -43,23 +43,47 @@ func gsmSeptets(r rune) int {
 // long one: GSM-7 (sent unpacked, one septet an octet, as SMPP wants)
 // when every character has a GSM-7 code, UCS-2 (UTF-16BE) otherwise. A
 // GSM-7 escape sequence and a UTF-16 surrogate pair are never cut.
-func splitText(text string) ([]segment, error) {
+func splitText(text string) ([]segment, error) { return splitTextAs(text, data.GSM7BITCoding) }
+
+// isASCII reports whether every character of text is in IA5 (ASCII).
+func isASCII(text string) bool {
+	for i := 0; i < len(text); i++ {
+		if text[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// splitTextAs is splitText for an SMSC whose 7-bit alphabet is the
+// data_coding single: 0 (GSM 03.38, the default) or 1 (IA5, i.e. ASCII,
+// one character an octet: a text outside ASCII goes as UCS-2).
+func splitTextAs(text string, single byte) ([]segment, error) {
 	runes := []rune(text)
 	var cuts [][]rune
 	var coding byte
 	var enc data.Encoding
-	if isGSM7(text) {
+	septets := gsmSeptets
+	fits := isGSM7(text)
+	if single == data.ASCIICoding {
+		septets = func(rune) int { return 1 }
+		fits = isASCII(text)
+	}
+	if fits {
 		coding, enc = data.GSM7BITCoding, data.GSM7BIT
+		if single == data.ASCIICoding {
+			coding, enc = data.ASCIICoding, data.ASCII
+		}
 		total := 0
 		for _, r := range runes {
-			total += gsmSeptets(r)
+			total += septets(r)
 		}
 		if total <= gsmSingle {
 			cuts = [][]rune{runes}
 		} else {
 			start, n := 0, 0
 			for i, r := range runes {
-				w := gsmSeptets(r)
+				w := septets(r)
 				if n+w > gsmPart {
 					cuts = append(cuts, runes[start:i])
 					start, n = i, 0
@@ -105,25 +129,30 @@ func splitText(text string) ([]segment, error) {
 	return out, nil
 }
 
-// concatRef is the 8-bit reference number of a long message's parts: the
-// same for every part, also when a part is written again after a restart,
-// so that the handset can put them together.
-func concatRef(messageID string) uint8 {
+// concatRef is where the search for a long message's reference starts: a
+// hash of its id, so that parts written again after a restart mostly keep
+// the reference of those written before (see Link.takeRef).
+func concatRef(messageID string) uint16 {
 	h := fnv.New32a()
 	h.Write([]byte(messageID))
-	return uint8(h.Sum32())
+	return uint16(h.Sum32())
 }
 
 // shortMessage returns the short_message of part i of n of a message, with
-// the concatenation header (IEI 0x00, 8-bit reference) when n > 1.
-func shortMessage(seg segment, i, n int, ref uint8) (pdu.ShortMessage, error) {
+// the concatenation header when n > 1 (IEI 0x00 with an 8-bit reference,
+// or IEI 0x08 with a 16-bit one when udh16).
+func shortMessage(seg segment, i, n int, ref uint16, udh16 bool) (pdu.ShortMessage, error) {
 	var sm pdu.ShortMessage
 	enc := data.FromDataCoding(seg.coding)
 	if err := sm.SetMessageDataWithEncoding(seg.data, enc); err != nil {
 		return sm, err
 	}
 	if n > 1 {
-		sm.SetUDH(pdu.UDH{pdu.NewIEConcatMessage(uint8(n), uint8(i+1), ref)})
+		if udh16 {
+			sm.SetUDH(pdu.UDH{pdu.InfoElement{ID: 0x08, Data: []byte{byte(ref >> 8), byte(ref), byte(n), byte(i + 1)}}})
+		} else {
+			sm.SetUDH(pdu.UDH{pdu.NewIEConcatMessage(uint8(n), uint8(i+1), uint8(ref))})
+		}
 	}
 	return sm, nil
 }

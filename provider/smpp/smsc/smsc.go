@@ -8,6 +8,7 @@ package smsc
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -33,7 +34,11 @@ type Submit struct {
 	// Total, Part and Ref are the concatenation header of a part of a long
 	// text (Total 0 for a text of one part).
 	Total, Part, Ref int
-	At               time.Time
+	// Ref16 is set when the header had a 16-bit reference (IEI 0x08).
+	Ref16 bool
+	// The addresses' type of number and numbering plan.
+	SrcTON, SrcNPI, DstTON, DstNPI byte
+	At                             time.Time
 	Bind             int // which bind (1 for the first) it came on
 }
 
@@ -89,6 +94,8 @@ type Server struct {
 	// StateOnlyInTLV leaves stat: and err: out of a receipt's text: the
 	// state is only in the message_state TLV (implies ReceiptTLVs).
 	StateOnlyInTLV bool
+	// TLS, when set, serves SMPP over TLS.
+	TLS *tls.Config
 	// Log, when set, is told every PDU the SMSC reads ("<") and writes
 	// (">").
 	Log func(dir string, p pdu.PDU)
@@ -136,6 +143,9 @@ func (s *Server) StartAt(addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
+	}
+	if s.TLS != nil {
+		ln = tls.NewListener(ln, s.TLS)
 	}
 	s.ln = ln
 	s.conns = map[*conn]bool{}
@@ -225,6 +235,16 @@ func (s *Server) Submits() []Submit {
 		out[i] = *sub
 	}
 	return out
+}
+
+// Find returns the first submit_sm received with text, if any.
+func (s *Server) Find(text string) (Submit, bool) {
+	for _, sub := range s.Submits() {
+		if sub.Text == text {
+			return sub, true
+		}
+	}
+	return Submit{}, false
 }
 
 // SubmitCount is how many submit_sm were received.
@@ -490,7 +510,10 @@ func (c *conn) submit(p *pdu.SubmitSM) bool {
 	sub.Text, _ = p.Message.GetMessage()
 	if total, part, ref, ok := p.Message.UDH().GetConcatInfo(); ok {
 		sub.Total, sub.Part, sub.Ref = int(total), int(part), int(ref)
+	} else if ie, ok := p.Message.UDH().FindInfoElement(0x08); ok && len(ie.Data) == 4 {
+		sub.Total, sub.Part, sub.Ref, sub.Ref16 = int(ie.Data[2]), int(ie.Data[3]), int(ie.Data[0])<<8|int(ie.Data[1]), true
 	}
+	sub.SrcTON, sub.SrcNPI, sub.DstTON, sub.DstNPI = p.SourceAddr.Ton(), p.SourceAddr.Npi(), p.DestAddr.Ton(), p.DestAddr.Npi()
 	act := Action{}
 	s.mu.Lock()
 	on := s.OnSubmit
