@@ -191,9 +191,9 @@ type Link struct {
 	// refs are the concatenation references of the long texts held, by
 	// recipient: two in flight to one handset never share one.
 	refs        map[string]map[uint16]time.Time // zero: in use; else when freed
-	concat      map[concatKey]*concatMsg // long inbound texts being put together
-	concatParts int                      // their parts
-	concatBytes int                      // and the bytes of their text
+	concat      map[concatKey]*concatMsg        // long inbound texts being put together
+	concatParts int                             // their parts
+	concatBytes int                             // and the bytes of their text
 }
 
 // New returns a link for cfg (an smpp link of the providers file).

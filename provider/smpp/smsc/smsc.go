@@ -39,7 +39,7 @@ type Submit struct {
 	// The addresses' type of number and numbering plan.
 	SrcTON, SrcNPI, DstTON, DstNPI byte
 	At                             time.Time
-	Bind             int // which bind (1 for the first) it came on
+	Bind                           int // which bind (1 for the first) it came on
 }
 
 // Action is what the SMSC does with a submit_sm.
