@@ -50,6 +50,7 @@ Usage:
   switchboard restore --from FILE [--force]       put a backup back (serve stopped)
   switchboard version                             version, commit and database schema version
   switchboard phone-agent --url URL --code CODE [--state FILE]   a reference Android device (see docs/phones.md)
+  switchboard smsc --system-id ID [--addr HOST:PORT] [--password-env VAR]   a test SMSC to try an SMPP link (docs/carriers.md)
   switchboard bench [flags]                       benchmark against a bare net/http handler
                         [--scenario send --nodes 1,2,3 --database postgres://...]   on several nodes
 
@@ -92,6 +93,8 @@ func command(ctx context.Context, args []string, getenv func(string) string, std
 		return restoreCmd(ctx, args[1:], getenv, stdout)
 	case "version":
 		return versionCmd(ctx, args[1:], getenv, stdout)
+	case "smsc":
+		return smscCmd(ctx, args[1:], getenv, stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -153,6 +153,17 @@ func TestReadme(t *testing.T) {
 			shapeRE(st) // compiles
 		}
 	}
+	runDocSteps(t, steps, map[string]string{"127.0.0.1:8080": freeAddr(t)})
+	t.Logf("ran %d steps of %s, %d of them checked against the output shown", len(steps), strings.Join(readmeFiles, " and "), shapes)
+}
+
+// runDocSteps runs the steps of tested blocks in one bash shell, in a
+// directory of their own with the repository's docs, as a reader pasting
+// them would, and checks each step's output against the shape shown under
+// it. replace maps addresses in the commands to free ones the test chose
+// (127.0.0.1:8080, the server's, is also given as SWITCHBOARD_ADDR).
+func runDocSteps(t *testing.T, steps []readmeStep, replace map[string]string) {
+	t.Helper()
 	bin, err := buildBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +176,7 @@ func TestReadme(t *testing.T) {
 	if err := os.Symlink(docs, filepath.Join(dir, "docs")); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
+	addr := replace["127.0.0.1:8080"]
 
 	var script strings.Builder
 	// "go build -o switchboard ./cmd/switchboard" is the binary this test
@@ -178,7 +189,11 @@ go() {
 }
 `)
 	for i, st := range steps {
-		script.WriteString(strings.ReplaceAll(st.script, "127.0.0.1:8080", addr))
+		text := st.script
+		for from, to := range replace {
+			text = strings.ReplaceAll(text, from, to)
+		}
+		script.WriteString(text)
 		fmt.Fprintf(&script, "\nprintf '\\n@@readme-step %d@@\\n'\n", i)
 	}
 	scriptFile := filepath.Join(dir, "readme.sh")
@@ -247,7 +262,6 @@ go() {
 			t.Errorf("%s line %d: the commands\n%s\nprinted\n%s\nwhich is not what the file shows:\n%s", st.file, st.line, st.script, got, st.shape)
 		}
 	}
-	t.Logf("ran %d steps of %s, %d of them checked against the output shown", len(steps), strings.Join(readmeFiles, " and "), shapes)
 }
 
 // testCommand matches a line that runs a module's tests.
