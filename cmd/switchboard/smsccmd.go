@@ -18,6 +18,7 @@ import (
 // receipt for each, and prints every PDU it reads and writes.
 func smscCmd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	f := newFlags("smsc", getenv, stdout)
+	f.synopsis = "--system-id ID"
 	f.about = `Runs a small SMSC (an SMPP 3.4 server) to try an SMPP link against (docs/carriers.md):
 it accepts transceiver binds of --system-id with the password in the variable
 --password-env names, answers every submit_sm, sends a delivery receipt with
