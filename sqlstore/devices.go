@@ -303,13 +303,20 @@ func (t *Tx) recordOutcomes(ctx context.Context, phoneID string, outcomes []sb.S
 // announced once across the nodes: the row's presence is changed only
 // where it still says what was read.
 func (db *DB) AnnouncePresence(ctx context.Context, now, cutoff time.Time, limit int) (offline, online int, err error) {
-	err = db.Write(ctx, func(tx *Tx) error {
-		offline, online = 0, 0
-		rows, err := tx.query(ctx, `SELECT id, tenant_id, number, presence, last_seen_at FROM phones
+	const changed = `SELECT id, tenant_id, number, presence, last_seen_at FROM phones
 			WHERE kind = ? AND status = ? AND device_id IS NOT NULL AND last_seen_at IS NOT NULL AND (
 				((presence IS NULL OR presence = 'online') AND last_seen_at <= ?) OR
-				((presence IS NULL OR presence = 'offline') AND last_seen_at > ?)) LIMIT ?`,
-			sb.PhoneAndroid, sb.PhoneOnline, sb.Micros(cutoff), sb.Micros(cutoff), limit)
+				((presence IS NULL OR presence = 'offline') AND last_seen_at > ?)) LIMIT ?`
+	args := []any{sb.PhoneAndroid, sb.PhoneOnline, sb.Micros(cutoff), sb.Micros(cutoff), limit}
+	// Asked first outside a write transaction: most passes find nothing,
+	// and a write transaction costs a commit (and holds a group commit).
+	var any bool
+	if err := db.queryRow(ctx, `SELECT COUNT(*) > 0 FROM (`+changed+`) c`, args...).Scan(&any); err != nil || !any {
+		return 0, 0, err
+	}
+	err = db.Write(ctx, func(tx *Tx) error {
+		offline, online = 0, 0
+		rows, err := tx.query(ctx, changed, args...)
 		if err != nil {
 			return err
 		}
