@@ -71,7 +71,11 @@ func describePDU(p pdu.PDU) string {
 	h := p.GetHeader()
 	s := fmt.Sprintf("%s seq=%d", strings.ToLower(h.CommandID.String()), h.SequenceNumber)
 	if h.CommandStatus != 0 {
-		s += fmt.Sprintf(" status=%s", h.CommandStatus)
+		name := h.CommandStatus.String()
+		if strings.HasPrefix(name, "CommandStatusType(") {
+			name = fmt.Sprintf("0x%08X", uint32(h.CommandStatus)) // a vendor's
+		}
+		s += fmt.Sprintf(" status=%s", name)
 	}
 	switch p := p.(type) {
 	case *pdu.BindRequest:
