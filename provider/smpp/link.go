@@ -337,18 +337,18 @@ func (l *Link) Run(ctx context.Context) {
 		wg.Wait()
 	}()
 	bo := backoff{min: l.opt.BackoffMin, max: l.opt.BackoffMax}
-	for first := true; ctx.Err() == nil; first = false {
-		if !first {
-			// Never at once after a drop, an unbind or a refusal: an SMSC
-			// locks out a client that binds in a loop.
-			if !l.opt.Sleep(ctx, bo.next()) {
-				return
-			}
+	var wait time.Duration // before the next bind: none for the first
+	for ctx.Err() == nil {
+		// Never at once after a drop, an unbind or a refusal: an SMSC
+		// locks out a client that binds in a loop.
+		if wait > 0 && !l.opt.Sleep(ctx, wait) {
+			return
 		}
 		conn, err := l.bind(ctx)
 		if err != nil {
+			wait = bo.next()
 			if ctx.Err() == nil {
-				l.log.Warn("SMPP bind failed; binding again after a back-off", "addr", l.cfg.Addr, "err", err.Error(), "retry_in", bo.cur.String())
+				l.log.Warn("SMPP bind failed; binding again after a back-off", "addr", l.cfg.Addr, "err", err.Error(), "retry_in", wait.String())
 			}
 			continue
 		}
@@ -365,8 +365,9 @@ func (l *Link) Run(ctx context.Context) {
 		if l.opt.Now().Sub(upAt) >= l.opt.StableAfter {
 			bo.reset()
 		}
+		wait = bo.next()
 		if ctx.Err() == nil {
-			l.log.Warn("SMPP link down", "addr", l.cfg.Addr, "reason", reason, "retry_in", bo.cur.String())
+			l.log.Warn("SMPP link down", "addr", l.cfg.Addr, "reason", reason, "retry_in", wait.String())
 		}
 	}
 }
