@@ -296,7 +296,9 @@ func TestRestartCountsRedeliveries(t *testing.T) {
 func TestHeartbeatWithPoolExhausted(t *testing.T) {
 	url := testPostgresURL(t)
 	ctx := context.Background()
-	db, err := OpenOptions(ctx, url, Options{MaxConns: 1, ConnWait: 50 * time.Millisecond})
+	// The wait is long enough for Open's own work (migrations, the node's
+	// background reads) on a loaded machine, short enough for the test.
+	db, err := OpenOptions(ctx, url, Options{MaxConns: 1, ConnWait: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
