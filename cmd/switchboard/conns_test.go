@@ -59,6 +59,13 @@ func TestOneTokenCannotTakeTheNode(t *testing.T) {
 		return m["switchboard_device_streams"] == 1 && m["switchboard_device_streams_replaced_total"] >= 1 &&
 			m["switchboard_http_connections_open"] <= 4 // the stream, the observer's, two the attacker's client keeps idle
 	})
+	// The attacker's idle keep-alives go, so that the address holds the
+	// stream alone when its busy connections come (an idle one still open
+	// then would take a place of the cap, or be reclaimed, by timing).
+	attacker.CloseIdleConnections()
+	eventually(t, 30*time.Second, "the attacker's idle connections closed", func() bool {
+		return scrapeSeriesWith(t, observer, s.URL)["switchboard_http_connections_open"] <= 2 // the stream, the observer's
+	})
 
 	// The address fills its cap with busy connections: requests whose
 	// bodies never come.
