@@ -156,14 +156,24 @@ var statWords = map[string]string{
 // (SMPP 3.4 Appendix B writes ids as 10 decimal digits, zero-padded, where
 // the submit_sm_resp may have given "123456"). An id of zeros only is "0".
 func normID(id string) string {
-	id = strings.ToUpper(strings.Trim(id, " \t\r\n\x00"))
-	if t := strings.TrimLeft(id, "0"); t != id {
-		if t == "" {
-			return "0"
-		}
-		id = t
+	const space = " \t\r\n\x00"
+	id = strings.Map(asciiUpper, strings.TrimRight(id, space))
+	// Leading zeros and blanks go together, so "00 000" is not left as
+	// " 000" (which would normalise again to "0").
+	t := strings.TrimLeft(id, space+"0")
+	if t == "" && strings.Contains(id, "0") {
+		return "0"
 	}
-	return id
+	return t
+}
+
+// asciiUpper upper-cases a-z only: ids are ASCII, and Unicode case mapping
+// could change a byte an SMSC sent that is not a letter of the id.
+func asciiUpper(r rune) rune {
+	if 'a' <= r && r <= 'z' {
+		return r - 'a' + 'A'
+	}
+	return r
 }
 
 // altIDs returns the other forms an SMSC may give the same message id in
