@@ -85,6 +85,27 @@ type Message struct {
 	// ChatFallbackAt, on a chat message of channel auto that a chat engine
 	// carries, is when it goes again by SMS if not delivered by then.
 	ChatFallbackAt *time.Time
+	// TTL, on a message sent with channel auto, is how long a chat engine
+	// has to deliver it, from when it is due, before it goes again by SMS
+	// (ChatFallbackAfter unless the send gave its own); 0 on every other
+	// message.
+	TTL time.Duration
+}
+
+// ChatDeadline returns when m goes again by SMS if its chat engine has not
+// delivered it by then: its TTL after it is due (its ScheduledAt, else its
+// CreatedAt), for a live message of channel auto that went to a chat
+// engine's phone; nil for every other message.
+func (m *Message) ChatDeadline() *time.Time {
+	if m.TTL <= 0 || m.Env != Live || m.Channel != ChannelChat || !IsChatEngineKind(m.PhoneKind) {
+		return nil
+	}
+	due := m.CreatedAt
+	if m.ScheduledAt != nil {
+		due = *m.ScheduledAt
+	}
+	at := due.Add(m.TTL)
+	return &at
 }
 
 // CarriedBy is the engine that carries m: its Engine, or before it is

@@ -120,9 +120,14 @@ const (
 // phones (docs/chat.md).
 func IsChatEngineKind(kind string) bool { return kind == PhoneRBM || kind == PhoneIMessage }
 
-// ChatFallbackAfter is the ttl of a chat message of channel auto sent
-// through a chat engine: not delivered by then, it is sent again by SMS.
-const ChatFallbackAfter = time.Hour
+// ChatFallbackAfter is the default ttl of a chat message of channel auto
+// sent through a chat engine: not delivered by then, it is sent again by
+// SMS. A send may set its own, from MinChatTTL to MaxChatTTL.
+const (
+	ChatFallbackAfter = time.Hour
+	MinChatTTL        = time.Minute
+	MaxChatTTL        = 24 * time.Hour
+)
 
 // IsCarrierKind reports whether kind is the kind of a carrier link's
 // phones.

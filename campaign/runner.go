@@ -357,6 +357,12 @@ func (r *Runner) chunk(ctx context.Context, c *sb.Campaign, newContactLimit int,
 		}
 		rc.Message = &sb.Message{ID: sb.NewID(), TenantID: c.TenantID, Env: c.Env, Direction: sb.Outbound, To: t.number,
 			Body: body, Channel: channel, Status: sb.StatusQueued, Template: c.Template, CampaignID: c.ID, CreatedAt: now}
+		if c.Channel == sb.ChannelAuto {
+			// Sent by chat, it goes again by SMS if not delivered within
+			// the default ttl (the store sets the deadline once it knows
+			// the phone and the day).
+			rc.Message.TTL = sb.ChatFallbackAfter
+		}
 		rc.Quiet = r.quietHours(t.number, now)
 	}
 	return ch, nil

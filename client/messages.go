@@ -87,6 +87,11 @@ type Message struct {
 	// Fallback is set when a chat message of channel auto was sent again
 	// by SMS.
 	Fallback *Fallback `json:"fallback"`
+	// TTL, on a message sent with channel auto, is the seconds a chat
+	// engine has to deliver it, from when it is due, before it is sent
+	// again by SMS; nil on inbound messages and on sends of channel sms or
+	// chat.
+	TTL *int `json:"ttl"`
 }
 
 // Engine is what carried a message.
@@ -131,6 +136,10 @@ type SendParams struct {
 	// other waiting messages, and the app skips its own limits and delays
 	// for it; empty is "normal".
 	Priority string `json:"priority,omitempty"`
+	// TTL, with channel auto only (set or empty), is the seconds, 60 to
+	// 86400, that a message sent by chat has to be delivered before it is
+	// sent again by SMS, once; 0 is the default, 3600.
+	TTL int `json:"ttl,omitempty"`
 	// IdempotencyKey (at most 255 characters) makes the send safe to
 	// repeat: a repeat within 24 hours with the same fields returns the
 	// first answer and sends nothing. When empty, SendMessage generates one,

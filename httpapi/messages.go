@@ -54,6 +54,7 @@ type messageJSON struct {
 	Engine        string        `json:"engine"`
 	ReadAt        *time.Time    `json:"read_at"`
 	Fallback      *fallbackJSON `json:"fallback"`
+	TTL           *int64        `json:"ttl"`
 }
 
 // fallbackJSON says that a chat message was sent again by SMS.
@@ -75,8 +76,18 @@ func toMessageJSON(m *sb.Message) messageJSON {
 		FailureReason: strOrNil(m.FailureReason), ErrorCode: strOrNil(m.ErrorCode), Template: strOrNil(m.Template),
 		CampaignID: strOrNil(m.CampaignID), Livemode: m.Env == sb.Live, CreatedAt: m.CreatedAt,
 		ScheduledAt: m.ScheduledAt, SentAt: m.SentAt, DeliveredAt: m.DeliveredAt, FailedAt: m.FailedAt,
-		Engine: m.CarriedBy(), ReadAt: m.ReadAt, Fallback: toFallbackJSON(m.Fallback),
+		Engine: m.CarriedBy(), ReadAt: m.ReadAt, Fallback: toFallbackJSON(m.Fallback), TTL: ttlJSON(m.TTL),
 	}
+}
+
+// ttlJSON is the record's ttl: whole seconds, or null on a message that was
+// not sent with channel auto.
+func ttlJSON(d time.Duration) *int64 {
+	if d <= 0 {
+		return nil
+	}
+	s := int64(d / time.Second)
+	return &s
 }
 
 func toFallbackJSON(f *sb.Fallback) *fallbackJSON {
@@ -106,6 +117,7 @@ type sendRequest struct {
 	Channel  *string                    `json:"channel"`
 	From     *string                    `json:"from"`
 	Priority *string                    `json:"priority"`
+	TTL      *int64                     `json:"ttl"`
 }
 
 // validate applies the field rules: every VALIDATION_ERROR first, then
@@ -119,6 +131,15 @@ func (req *sendRequest) validate() (data map[string]string, err error) {
 	}
 	if data, err = req.validateContent(); err != nil {
 		return nil, err
+	}
+	if req.TTL != nil {
+		minS, maxS := int64(sb.MinChatTTL/time.Second), int64(sb.MaxChatTTL/time.Second)
+		if *req.TTL < minS || *req.TTL > maxS {
+			return nil, sb.Invalid("ttl", "ttl must be %d to %d seconds.", minS, maxS)
+		}
+		if req.Channel != nil && *req.Channel != sb.ChannelAuto {
+			return nil, sb.Invalid("ttl", `ttl is how long chat has before an SMS is sent instead: it goes with channel "auto" only.`)
+		}
 	}
 	if !phonenum.Valid(*req.To) {
 		return nil, sb.InvalidPhone("to", "to must be an E.164 number: + and 10 to 15 digits.")
@@ -319,6 +340,12 @@ func (s *Server) accept(ctx context.Context, p *auth.Principal, req *sendRequest
 		return nil, err
 	}
 	send.Auto = channel == sb.ChannelAuto
+	if send.Auto {
+		m.TTL = sb.ChatFallbackAfter
+		if req.TTL != nil {
+			m.TTL = time.Duration(*req.TTL) * time.Second
+		}
+	}
 	if until, quiet := s.cfg.Channels.QuietUntil(m.To, now); quiet {
 		until = until.Truncate(time.Microsecond)
 		m.ScheduledAt = &until

@@ -534,6 +534,9 @@ func (db *DB) StoreChunk(ctx context.Context, ch *sb.CampaignChunk) (sb.ChunkRes
 				} else {
 					due = true
 				}
+				// A message of an auto campaign that a chat engine carries
+				// goes again by SMS if not delivered within its ttl.
+				m.ChatFallbackAt = m.ChatDeadline()
 				msgs = append(msgs, m)
 			}
 			if res.Blocked {
@@ -586,7 +589,7 @@ func boolInt(b bool) int {
 // their CreatedAt, with multi-row statements: in the delivery queue, or the
 // device queue for those their phone's device takes (see insertMessage).
 func (t *Tx) insertMessages(ctx context.Context, ms []*sb.Message) error {
-	const cols = 28
+	const cols = 30
 	for len(ms) > 0 {
 		n := min(len(ms), insertRows)
 		args := make([]any, 0, n*cols)
@@ -598,7 +601,8 @@ func (t *Tx) insertMessages(ctx context.Context, ms []*sb.Message) error {
 			args = append(args, m.ID, m.TenantID, string(m.Env), m.Direction, m.From, m.To, m.Body, m.Channel, m.Status,
 				nullStr(m.FailureReason), nullStr(m.ErrorCode), nullStr(m.Template), nullStr(m.CampaignID), nullStr(m.PhoneID),
 				sb.Micros(m.CreatedAt), microsOrNil(m.ScheduledAt), microsOrNil(m.SentAt), microsOrNil(m.DeliveredAt), microsOrNil(m.FailedAt),
-				m.Attempts, engineOf(m), microsOrNil(m.ReadAt), fallbackFrom(m), fallbackReason(m))
+				m.Attempts, engineOf(m), microsOrNil(m.ReadAt), fallbackFrom(m), fallbackReason(m), ttlSeconds(m),
+				microsOrNil(m.ChatFallbackAt))
 			if m.ViaDevice() {
 				args = append(args, nil, sb.Micros(runAt))
 			} else {
@@ -610,7 +614,7 @@ func (t *Tx) insertMessages(ctx context.Context, ms []*sb.Message) error {
 				args = append(args, nil, nil)
 			}
 		}
-		if _, err := t.exec(ctx, `INSERT INTO messages (`+messageCols+`, run_at, device_due, counted_day, counted_phone) VALUES `+valueRows(n, cols), args...); err != nil {
+		if _, err := t.exec(ctx, `INSERT INTO messages (`+messageCols+`, chat_fallback_at, run_at, device_due, counted_day, counted_phone) VALUES `+valueRows(n, cols), args...); err != nil {
 			return err
 		}
 		ms = ms[n:]

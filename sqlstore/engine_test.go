@@ -224,3 +224,80 @@ func TestChatFallbackOnce(t *testing.T) {
 		}
 	})
 }
+
+// A send's ttl is stored with it and is its fallback deadline, counted from
+// when it is due (its scheduled_at during quiet hours): an auto send keeps
+// the ttl it was given, or the default; a send of channel sms or chat keeps
+// none, and only a live auto message a chat engine carries has a deadline.
+func TestChatFallbackTTL(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		tn := writeTestTenant(t, db)
+		chat := addKindPhone(t, db, tn.ID, "+15557"+strings.Map(func(r rune) rune { return '0' + r%10 }, sb.NewID()[20:26]), sb.PhoneRBM, sb.PhoneOnline, "chat")
+		addKindPhone(t, db, tn.ID, "+15558"+strings.Map(func(r rune) rune { return '0' + r%10 }, sb.NewID()[20:26]), sb.PhoneSMPP, sb.PhoneOnline, "sms")
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		send := func(env sb.Environment, channel string, auto bool, ttl time.Duration, to string, sched *time.Time) *sb.Message {
+			t.Helper()
+			s := sendOn(tn.ID, env, channel, "")
+			s.Auto, s.Message.TTL, s.Message.To, s.Message.CreatedAt, s.Message.ScheduledAt = auto, ttl, to, now, sched
+			if err := db.AcceptSend(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+			got, err := db.Message(ctx, tn.ID, env, s.Message.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		wake := now.Add(3 * time.Hour)
+		given := send(sb.Live, sb.ChannelChat, true, 150*time.Second, "+15005550301", nil)
+		dflt := send(sb.Live, sb.ChannelChat, true, 0, "+15005550302", nil)
+		quiet := send(sb.Live, sb.ChannelChat, true, 600*time.Second, "+15005550303", &wake)
+		explicit := send(sb.Live, sb.ChannelChat, false, 900*time.Second, "+15005550304", nil)
+		bySMS := send(sb.Live, sb.ChannelSMS, true, 900*time.Second, "+15005550305", nil)
+		test := send(sb.Test, sb.ChannelChat, true, 900*time.Second, "+15005550306", nil)
+		for _, c := range []struct {
+			m   *sb.Message
+			ttl time.Duration
+		}{{given, 150 * time.Second}, {dflt, time.Hour}, {quiet, 600 * time.Second}, {explicit, 0}, {bySMS, 900 * time.Second}, {test, 900 * time.Second}} {
+			if c.m.TTL != c.ttl {
+				t.Errorf("%s (to %s): ttl %v, want %v", c.m.ID, c.m.To, c.m.TTL, c.ttl)
+			}
+		}
+		if given.PhoneID != chat.ID {
+			t.Fatalf("the auto send went to phone %s, not the chat engine's", given.PhoneID)
+		}
+		due := func(at time.Time) []string {
+			t.Helper()
+			ids, err := db.DueChatFallbacks(ctx, at, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ids
+		}
+		steps := []struct {
+			at   time.Time
+			want []string
+		}{
+			{now.Add(150*time.Second - time.Microsecond), nil},
+			{now.Add(150 * time.Second), []string{given.ID}},
+			{now.Add(time.Hour - time.Microsecond), []string{given.ID}},
+			{now.Add(time.Hour), []string{given.ID, dflt.ID}},
+			{wake.Add(600*time.Second - time.Microsecond), []string{given.ID, dflt.ID}},
+			{wake.Add(600 * time.Second), []string{given.ID, dflt.ID, quiet.ID}},
+			{now.AddDate(1, 0, 0), []string{given.ID, dflt.ID, quiet.ID}},
+		}
+		for _, s := range steps {
+			if got := due(s.at); strings.Join(got, ",") != strings.Join(s.want, ",") {
+				t.Errorf("due at now+%v: %v, want %v", s.at.Sub(now), got, s.want)
+			}
+		}
+		// The ttl stays in the record after the fallback.
+		if ok, err := db.ChatFallback(ctx, given.ID, "ttl", now.Add(150*time.Second)); !ok || err != nil {
+			t.Fatalf("fallback: %v %v", ok, err)
+		}
+		if got, _ := db.Message(ctx, tn.ID, sb.Live, given.ID); got.Channel != sb.ChannelSMS || got.TTL != 150*time.Second {
+			t.Errorf("after the fallback: channel %s ttl %v", got.Channel, got.TTL)
+		}
+	})
+}

@@ -19,7 +19,7 @@ import (
 
 const messageCols = `id, tenant_id, environment, direction, from_number, to_number, body, channel, status,
 	failure_reason, error_code, template, campaign_id, phone_id, created_at, scheduled_at, sent_at, delivered_at, failed_at, attempts,
-	engine, read_at, fallback_from, fallback_reason`
+	engine, read_at, fallback_from, fallback_reason, ttl`
 
 func scanMessage(row interface{ Scan(...any) error }) (*sb.Message, error) {
 	return scanMessageWith(row)
@@ -31,10 +31,10 @@ func scanMessageWith(row interface{ Scan(...any) error }, extra ...any) (*sb.Mes
 	var env string
 	var reason, code, tmpl, campaign, phone, engine, fbFrom, fbReason sql.NullString
 	var created int64
-	var sched, sent, delivered, failed, read sql.NullInt64
+	var sched, sent, delivered, failed, read, ttl sql.NullInt64
 	err := row.Scan(append([]any{&m.ID, &m.TenantID, &env, &m.Direction, &m.From, &m.To, &m.Body, &m.Channel, &m.Status,
 		&reason, &code, &tmpl, &campaign, &phone, &created, &sched, &sent, &delivered, &failed, &m.Attempts,
-		&engine, &read, &fbFrom, &fbReason}, extra...)...)
+		&engine, &read, &fbFrom, &fbReason, &ttl}, extra...)...)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, sb.ErrNotFound
@@ -49,6 +49,7 @@ func scanMessageWith(row interface{ Scan(...any) error }, extra ...any) (*sb.Mes
 	if fbFrom.Valid {
 		m.Fallback = &sb.Fallback{From: fbFrom.String, Reason: fbReason.String}
 	}
+	m.TTL = time.Duration(ttl.Int64) * time.Second
 	return &m, nil
 }
 
@@ -462,7 +463,7 @@ func (t *Tx) deferredStatement() (query string, args []any, counters int) {
 var (
 	messageInsertTypes = []string{"text", "text", "text", "text", "text", "text", "text", "text", "text",
 		"text", "text", "text", "text", "text", "bigint", "bigint", "bigint", "bigint", "bigint", "integer",
-		"text", "bigint", "text", "text",
+		"text", "bigint", "text", "text", "integer",
 		"bigint", "bigint", "integer", "text", "text", "bigint", "integer"}
 	counterTypes = []string{"text", "text", "text", "text", "integer", "bigint"}
 )
@@ -889,10 +890,12 @@ func (db *DB) acceptFn(ctx context.Context, s *sb.Send, h *handover) func(*Tx) e
 			}
 		}
 		m.Engine = sb.EngineOf(m.Env, m.PhoneKind)
-		if s.Auto && m.Env == sb.Live && m.Channel == sb.ChannelChat && sb.IsChatEngineKind(m.PhoneKind) {
-			at := now.Add(sb.ChatFallbackAfter)
-			m.ChatFallbackAt = &at
+		if !s.Auto {
+			m.TTL = 0
+		} else if m.TTL <= 0 {
+			m.TTL = sb.ChatFallbackAfter
 		}
+		m.ChatFallbackAt = m.ChatDeadline()
 		if !rcp.known {
 			tx.bumpLater(m.TenantID, m.Env, "new_contacts", day)
 			if err := tx.insertRecipient(ctx, rcpKey{m.TenantID, m.Env, m.To}, m.PhoneID, now); err != nil {
@@ -978,7 +981,7 @@ func (t *Tx) insertMessage(ctx context.Context, m *sb.Message, runAt *time.Time,
 
 const (
 	messageInsertCols = messageCols + `, run_at, device_due, from_pinned, external_id, claimed_by, chat_fallback_at, priority`
-	messageInsertN    = 31
+	messageInsertN    = 32
 )
 
 // messageRow is the values of messageInsertCols for m.
@@ -990,8 +993,16 @@ func messageRow(m *sb.Message, runAt *time.Time, pinned bool, claimer string) []
 	return []any{m.ID, m.TenantID, string(m.Env), m.Direction, m.From, m.To, m.Body, m.Channel, m.Status,
 		nullStr(m.FailureReason), nullStr(m.ErrorCode), nullStr(m.Template), nullStr(m.CampaignID), nullStr(m.PhoneID),
 		sb.Micros(m.CreatedAt), microsOrNil(m.ScheduledAt), microsOrNil(m.SentAt), microsOrNil(m.DeliveredAt), microsOrNil(m.FailedAt),
-		m.Attempts, engineOf(m), microsOrNil(m.ReadAt), fallbackFrom(m), fallbackReason(m),
+		m.Attempts, engineOf(m), microsOrNil(m.ReadAt), fallbackFrom(m), fallbackReason(m), ttlSeconds(m),
 		queue, device, boolInt(pinned), nullStr(m.ExternalID), nullStr(claimer), microsOrNil(m.ChatFallbackAt), boolInt(m.HighPriority)}
+}
+
+// ttlSeconds is the ttl column of m: its TTL in seconds, or NULL.
+func ttlSeconds(m *sb.Message) any {
+	if m.TTL <= 0 {
+		return nil
+	}
+	return int64(m.TTL / time.Second)
 }
 
 // engineOf is the engine column of m: its Engine, else the engine of its
