@@ -121,6 +121,10 @@ type CarrierPart struct {
 type CarrierResult struct {
 	Adopted []PartRef
 	Done    []string
+	// Dropped counts the inbound texts no tenant takes: sent to a number
+	// no phone of the link has, or, on a chat engine, from a user no
+	// tenant wrote to. They are not stored.
+	Dropped int
 }
 
 // PartRef names one part of a message.

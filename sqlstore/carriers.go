@@ -578,10 +578,12 @@ func (c *carrierTx) inbound(ctx context.Context, m *sb.Message) error {
 	var p *sb.Phone
 	var err error
 	if m.To == "" {
-		// A chat engine's user writes to the agent, not to a number: the
-		// text goes to the link's phone that last wrote to the user.
+		// A chat engine's user writes to the agent (the brand), not to a
+		// number, and several tenants may share the engine: the text
+		// belongs to the tenant whose phone of the link last wrote to the
+		// user live. No tenant wrote to them: it is dropped.
 		p, err = scanPhone(c.tx.queryRow(ctx, `SELECT `+phoneColsP+` FROM messages m JOIN phones p ON p.id = m.phone_id
-			WHERE p.link = ? AND m.to_number = ? AND m.direction = 'outbound' ORDER BY m.id DESC LIMIT 1`, c.link, m.From))
+			WHERE p.link = ? AND m.to_number = ? AND m.direction = 'outbound' AND m.environment = 'live' ORDER BY m.id DESC LIMIT 1`, c.link, m.From))
 		if err == nil {
 			m.To = p.Number
 		}
@@ -589,7 +591,10 @@ func (c *carrierTx) inbound(ctx context.Context, m *sb.Message) error {
 		p, err = scanPhone(c.tx.queryRow(ctx, `SELECT `+phoneCols+` FROM phones WHERE link = ? AND number = ?`, c.link, m.To))
 	}
 	if sb.ErrorCode(err) == sb.CodeNotFound {
-		return nil // no tenant has the number (any more): nothing to store
+		// No tenant has the number (any more), or wrote to this chat user:
+		// nothing to store, and the link says so.
+		c.res.Dropped++
+		return nil
 	}
 	if err != nil {
 		return err

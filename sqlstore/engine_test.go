@@ -301,3 +301,77 @@ func TestChatFallbackTTL(t *testing.T) {
 		}
 	})
 }
+
+// A chat user writes to the agent, not to a number, and tenants may share
+// the engine: the text belongs to the tenant whose phone of the link last
+// wrote to the user live. From a user no tenant wrote to (or one written
+// to only in test mode, or over another link), it is dropped: not stored,
+// counted in the result.
+func TestChatInboundOwner(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		a, b := writeTestTenant(t, db), writeTestTenant(t, db)
+		phone := func(tenantID, link string) *sb.Phone {
+			p := &sb.Phone{ID: sb.NewID(), TenantID: tenantID, Kind: sb.PhoneRBM, Link: link, Channels: []string{"chat"}, Status: sb.PhoneOnline, CreatedAt: time.Now().UTC(),
+				Number: "+15557" + strings.Map(func(r rune) rune { return '0' + r%10 }, sb.NewID()[20:26])}
+			if err := db.AddPhone(ctx, p, nil); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+		pa, pb := phone(a.ID, "rcs"), phone(b.ID, "rcs")
+		po := phone(b.ID, "rcs-other")
+		const u1, u2, u3, u4, u5 = "+15005550401", "+15005550402", "+15005550403", "+15005550404", "+15005550405"
+		send := func(tenantID string, env sb.Environment, from, to string) {
+			t.Helper()
+			s := sendOn(tenantID, env, sb.ChannelChat, from)
+			s.Message.To = to
+			if err := db.AcceptSend(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		send(a.ID, sb.Live, pa.Number, u1)
+		send(b.ID, sb.Test, pb.Number, u2) // test mode never reached u2
+		send(a.ID, sb.Live, pa.Number, u4)
+		send(b.ID, sb.Live, pb.Number, u4) // the last to write to u4
+		send(b.ID, sb.Live, po.Number, u5) // over another engine
+		inbound := func(from string) (sb.CarrierResult, *sb.Message) {
+			t.Helper()
+			m := &sb.Message{From: from, Body: "hello " + from, ExternalID: "in-" + from, Channel: sb.ChannelChat, CreatedAt: time.Now().UTC()}
+			res, err := db.RecordCarrier(ctx, "rcs", []sb.CarrierEvent{{Kind: sb.CarrierInbound, At: m.CreatedAt, Inbound: m}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res, m
+		}
+		for _, c := range []struct {
+			from    string
+			tenant  string
+			to      string
+			dropped int
+		}{{u1, a.ID, pa.Number, 0}, {u2, "", "", 1}, {u3, "", "", 1}, {u4, b.ID, pb.Number, 0}, {u5, "", "", 1}} {
+			res, m := inbound(c.from)
+			if res.Dropped != c.dropped || m.TenantID != c.tenant || m.To != c.to {
+				t.Errorf("from %s: dropped %d tenant %q to %q, want %d %q %q", c.from, res.Dropped, m.TenantID, m.To, c.dropped, c.tenant, c.to)
+			}
+		}
+		for _, tn := range []struct {
+			id   string
+			want []string
+		}{{a.ID, []string{u1}}, {b.ID, []string{u4}}} {
+			var got []string
+			for _, env := range []sb.Environment{sb.Live, sb.Test} {
+				in, err := db.Messages(ctx, tn.id, env, sb.MessageFilter{Direction: sb.Inbound}, sb.Page{Limit: 10})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, m := range in {
+					got = append(got, m.From)
+				}
+			}
+			if strings.Join(got, ",") != strings.Join(tn.want, ",") {
+				t.Errorf("tenant %s received from %v, want %v", tn.id, got, tn.want)
+			}
+		}
+	})
+}

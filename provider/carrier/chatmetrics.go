@@ -22,7 +22,7 @@ func NewChatMetrics(reg prometheus.Registerer) *ChatMetrics {
 		sends: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_chat_sends_total",
 			Help: "Chat messages handed to a chat engine, by result: accepted, refused, retried."}, []string{"engine", "link", "result"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_chat_events_total",
-			Help: "Events received from a chat engine, by kind: delivered, read, inbound, ignored."}, []string{"engine", "link", "kind"}),
+			Help: "Events received from a chat engine, by kind: delivered, read, inbound (stored), dropped (inbound from someone no tenant wrote to), ignored."}, []string{"engine", "link", "kind"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.upG, m.detects, m.sends, m.events)

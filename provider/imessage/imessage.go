@@ -511,10 +511,18 @@ func (l *Link) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			rerr = l.store.RecordRead(r.Context(), l.cfg.Name, d.GUID, at(d.DateRead))
 		}
 	case ev.Type == "new-message" && !d.IsFromMe && d.Handle != nil && d.Handle.Address != "" && d.Text != "":
-		l.opt.Metrics.Event(carrier.TypeIMessage, l.cfg.Name, "inbound")
 		t := at(d.DateCreated)
-		_, rerr = l.store.RecordCarrier(r.Context(), l.cfg.Name, []sb.CarrierEvent{{Kind: sb.CarrierInbound, At: t,
+		var res sb.CarrierResult
+		res, rerr = l.store.RecordCarrier(r.Context(), l.cfg.Name, []sb.CarrierEvent{{Kind: sb.CarrierInbound, At: t,
 			Inbound: &sb.Message{From: d.Handle.Address, Body: d.Text, ExternalID: d.GUID, CreatedAt: t, Channel: sb.ChannelChat}}})
+		if rerr == nil && res.Dropped > 0 {
+			// The Mac's Apple ID may serve several tenants: a text from
+			// someone no tenant wrote to has no owner.
+			l.opt.Metrics.Event(carrier.TypeIMessage, l.cfg.Name, "dropped")
+			l.log.Info("iMessage from someone no tenant wrote to: dropped", "guid", d.GUID)
+		} else if rerr == nil {
+			l.opt.Metrics.Event(carrier.TypeIMessage, l.cfg.Name, "inbound")
+		}
 	default:
 		l.opt.Metrics.Event(carrier.TypeIMessage, l.cfg.Name, "ignored")
 	}
