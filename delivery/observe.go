@@ -36,8 +36,9 @@ func NewObserver(reg prometheus.Registerer, log *slog.Logger) *Observer {
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_messages_total",
 			Help: "Messages that reached an outcome on this node, by outcome: delivered, failed (delivery failed), " +
-				"canceled (a campaign's message withdrawn by a cancel) and received (inbound).",
-		}, []string{"outcome"}),
+				"canceled (a campaign's message withdrawn by a cancel) and received (inbound); and by engine, what carried " +
+				"the message (the record's engine: simulator, android, smpp, twilio, rbm, imessage).",
+		}, []string{"outcome", "engine"}),
 		handoff: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "switchboard_message_handoff_seconds",
 			Help: "Time from when a message was due (accepted, or its scheduled time) to its hand-off to the provider on this node " +
@@ -51,7 +52,7 @@ func NewObserver(reg prometheus.Registerer, log *slog.Logger) *Observer {
 		}),
 	}
 	for _, outcome := range []string{"delivered", "failed", "canceled", "received"} {
-		o.outcomes.WithLabelValues(outcome)
+		o.outcomes.WithLabelValues(outcome, sb.EngineSimulator)
 	}
 	if reg != nil {
 		reg.MustRegister(o.outcomes, o.handoff, o.delivery)
@@ -72,26 +73,38 @@ func due(m *sb.Message) time.Time {
 func (o *Observer) Observe(m *sb.Message, event string) {
 	switch event {
 	case sb.EventDelivered:
-		o.outcomes.WithLabelValues("delivered").Inc()
+		o.outcomes.WithLabelValues("delivered", engineLabel(m)).Inc()
 		if m.DeliveredAt != nil && !m.CreatedAt.IsZero() {
 			o.delivery.Observe(max(m.DeliveredAt.Sub(due(m)), 0).Seconds())
 		}
 	case sb.EventReceived:
-		o.outcomes.WithLabelValues("received").Inc()
+		o.outcomes.WithLabelValues("received", engineLabel(m)).Inc()
 	case sb.EventFailed:
 		if m.ErrorCode == sb.ErrorCodeCampaignCanceled {
 			// Withdrawn by a cancel: the campaign runner logs how many.
-			o.outcomes.WithLabelValues("canceled").Inc()
+			o.outcomes.WithLabelValues("canceled", engineLabel(m)).Inc()
 			return
 		}
-		o.outcomes.WithLabelValues("failed").Inc()
+		o.outcomes.WithLabelValues("failed", engineLabel(m)).Inc()
 		attrs := []any{"tenant_id", m.TenantID, "environment", string(m.Env), "message_id", m.ID,
-			"channel", m.Channel, "phone_id", m.PhoneID, "error_code", m.ErrorCode, "failure_reason", m.FailureReason}
+			"channel", m.Channel, "engine", m.CarriedBy(), "phone_id", m.PhoneID, "error_code", m.ErrorCode, "failure_reason", m.FailureReason}
 		if m.CampaignID != "" {
 			attrs = append(attrs, "campaign_id", m.CampaignID)
 		}
 		o.log.Info("message delivery failed", attrs...)
 	}
+}
+
+// engineLabel is the engine label of m's outcome: the engine that carried
+// it, one of the six the record knows; anything else (none is expected) is
+// "other", so that the label's values stay a fixed handful whatever a row
+// holds.
+func engineLabel(m *sb.Message) string {
+	switch e := m.CarriedBy(); e {
+	case sb.EngineSimulator, sb.EngineAndroid, sb.EngineSMPP, sb.EngineTwilio, sb.EngineRBM, sb.EngineIMessage:
+		return e
+	}
+	return "other"
 }
 
 // handedOff records a hand-off to the provider at at.

@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -407,7 +408,7 @@ func (t *Tx) finish(ctx context.Context, outs []sb.Outcome) error {
 	} else if _, err = t.exec(ctx, `DELETE FROM message_claims WHERE message_id IN (`+placeholders(len(delivered))+`)`, delivered...); err == nil {
 		rows, err = t.query(ctx, `UPDATE messages SET status = 'delivered', delivered_at = ?, sent_at = COALESCE(sent_at, ?), run_at = NULL, device_due = NULL
 			WHERE id IN (`+placeholders(len(delivered))+`) AND status IN ('queued', 'sent')
-			RETURNING id, tenant_id, environment, from_number, to_number, channel, created_at, scheduled_at`,
+			RETURNING id, tenant_id, environment, from_number, to_number, channel, created_at, scheduled_at, engine`,
 			append([]any{sb.Micros(at), sb.Micros(sentAt)}, delivered...)...)
 	}
 	if err != nil {
@@ -420,11 +421,12 @@ func (t *Tx) finish(ctx context.Context, outs []sb.Outcome) error {
 		var env string
 		var created int64
 		var sched sql.NullInt64
-		if err := rows.Scan(&m.ID, &m.TenantID, &env, &m.From, &m.To, &m.Channel, &created, &sched); err != nil {
+		var engine sql.NullString
+		if err := rows.Scan(&m.ID, &m.TenantID, &env, &m.From, &m.To, &m.Channel, &created, &sched, &engine); err != nil {
 			rows.Close()
 			return err
 		}
-		m.Env, m.CreatedAt, m.ScheduledAt = sb.Environment(env), sb.FromMicros(created), optTime(sched)
+		m.Env, m.CreatedAt, m.ScheduledAt, m.Engine = sb.Environment(env), sb.FromMicros(created), optTime(sched), cmp.Or(engine.String, sb.EngineSimulator)
 		done = append(done, m)
 	}
 	rows.Close()

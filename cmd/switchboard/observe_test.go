@@ -214,23 +214,23 @@ func TestObservability(t *testing.T) {
 		// Five delivered through the simulator (two sends, the first
 		// campaign's two, the second's one: its others were withdrawn), six
 		// handed over (with the one that failed).
-		awaitMetric(t, s, `switchboard_messages_total{outcome="delivered"}`, 5)
+		awaitMetric(t, s, `switchboard_messages_total{engine="simulator",outcome="delivered"}`, 5)
 		awaitMetric(t, s, `switchboard_message_delivery_seconds_count`, 5)
 		awaitMetric(t, s, `switchboard_message_handoff_seconds_count`, 6)
 		text := scrape(t, s)
 		for series, want := range map[string]float64{
-			`switchboard_campaign_recipients_reached_total`:               5,
-			`switchboard_messages_total{outcome="failed"}`:                1,
-			`switchboard_messages_total{outcome="canceled"}`:              2,
-			`switchboard_messages_total{outcome="received"}`:              1,
-			`switchboard_rate_limit_refusals_total{limit="key"}`:          1,
-			`switchboard_rate_limit_refusals_total{limit="new_contacts"}`: 1,
-			`switchboard_rate_limit_refusals_total{limit="tenant"}`:       0,
-			`switchboard_phones{kind="simulated",status="online"}`:        2,
-			`switchboard_phones{kind="android",status="online"}`:          0,
-			`switchboard_queue_depth{lane="direct"}`:                      0,
-			`switchboard_queue_depth{lane="device"}`:                      0,
-			`switchboard_db_stale_reads_total`:                            0, // no other node changed what this one kept
+			`switchboard_campaign_recipients_reached_total`:                     5,
+			`switchboard_messages_total{engine="simulator",outcome="failed"}`:   1,
+			`switchboard_messages_total{engine="simulator",outcome="canceled"}`: 2,
+			`switchboard_messages_total{engine="simulator",outcome="received"}`: 1,
+			`switchboard_rate_limit_refusals_total{limit="key"}`:                1,
+			`switchboard_rate_limit_refusals_total{limit="new_contacts"}`:       1,
+			`switchboard_rate_limit_refusals_total{limit="tenant"}`:             0,
+			`switchboard_phones{kind="simulated",status="online"}`:              2,
+			`switchboard_phones{kind="android",status="online"}`:                0,
+			`switchboard_queue_depth{lane="direct"}`:                            0,
+			`switchboard_queue_depth{lane="device"}`:                            0,
+			`switchboard_db_stale_reads_total`:                                  0, // no other node changed what this one kept
 		} {
 			if got := metric(text, series); got != want {
 				t.Errorf("%s = %v, want %v", series, got, want)
