@@ -46,6 +46,23 @@ const (
 	PhoneIMessage = "imessage"
 )
 
+// NumberUniqueAcrossTenants reports whether a phone of kind holds its
+// number against every other tenant. A carrier or simulated phone does:
+// carriers and the simulator route inbound texts by number. An android
+// phone does not (a paired device is what proves a number, and its texts
+// find it by its device's secret), nor does a chat engine's (replies go to
+// the phone that last wrote to the person, and tenants bind these numbers
+// themselves): so that no tenant can hold such a number against the
+// others, or learn that another has it. Every number is unique within its
+// tenant. (The store's index phones_number says the same: migration 0073.)
+func NumberUniqueAcrossTenants(kind string) bool {
+	switch kind {
+	case PhoneAndroid, PhoneRBM, PhoneIMessage:
+		return false
+	}
+	return true
+}
+
 // Engines: what carries a message (the record's engine). Every message of
 // the test environment is carried by the simulator; a live one by the
 // engine of its phone's kind (see EngineOf).

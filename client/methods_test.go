@@ -564,6 +564,11 @@ func TestEveryRoute(t *testing.T) {
 		}
 		_, err := test.CreatePhone(ctx, client.CreatePhoneParams{Number: "+1555" + randomDigits(7)})
 		apiErr(t, err, 403, client.CodeForbidden)
+		// A chat engine the server does not offer (it has none).
+		_, err = live.CreatePhone(ctx, client.CreatePhoneParams{Number: "+1555" + randomDigits(7), Provider: "rcs"})
+		if e := apiErr(t, err, 400, client.CodeValidation); e.Details.Field != "provider" {
+			t.Fatalf("details: %+v", e.Details)
+		}
 		_, err = live.CreatePhone(ctx, client.CreatePhoneParams{Number: tn.PhoneNumber})
 		if e := apiErr(t, err, 409, client.CodeDuplicatePhone); e.Details.ExistingID != tn.PhoneID {
 			t.Fatalf("details: %+v", e.Details)

@@ -15,6 +15,8 @@ const (
 	PhoneAndroid   PhoneKind = "android"   // a real phone running SMS Gateway for Android
 	PhoneSMPP      PhoneKind = "smpp"      // a number at a carrier, over an SMPP link
 	PhoneTwilio    PhoneKind = "twilio"    // a number at Twilio (or SignalWire), over its Messages API
+	PhoneRBM       PhoneKind = "rbm"       // a number bound to an RCS Business Messaging agent (chat)
+	PhoneIMessage  PhoneKind = "imessage"  // a number bound to iMessage through a BlueBubbles server (chat)
 )
 
 // PhoneStatus says whether a phone can take messages.
@@ -35,8 +37,8 @@ type Phone struct {
 	ID     string    `json:"id"`
 	Number string    `json:"number"` // E.164
 	Kind   PhoneKind `json:"kind"`
-	// Provider is the carrier link of an smpp or twilio phone; nil for
-	// other kinds.
+	// Provider is the carrier link or chat engine of an smpp, twilio, rbm
+	// or imessage phone; nil for other kinds.
 	Provider *string     `json:"provider"`
 	Status   PhoneStatus `json:"status"`
 	Channels []Channel   `json:"channels"`
@@ -137,7 +139,8 @@ type NewPhone struct {
 	Pairing Pairing `json:"pairing"`
 }
 
-// CreatePhoneParams are the fields of a new Android phone.
+// CreatePhoneParams are the fields of a new Android phone, or of a number
+// bound to a chat engine (Provider).
 type CreatePhoneParams struct {
 	// Number is the phone's own number, E.164 (required).
 	Number string `json:"number"`
@@ -156,6 +159,12 @@ type CreatePhoneParams struct {
 	// the Android phone already paired as that phone: the new phone shares
 	// its device and has no pairing code (Pairing is zero).
 	DevicePhoneID string `json:"device_phone_id,omitempty"`
+	// Provider, when set, binds Number to this chat engine instead (one the
+	// operator lets tenants bind: an unknown one is 400 VALIDATION_ERROR on
+	// "provider"): the phone sends chat only and has no pairing code
+	// (Pairing is zero). SIMNumber, Warmup, QuarantinePolicy and
+	// DevicePhoneID are for Android phones.
+	Provider string `json:"provider,omitempty"`
 }
 
 // ListPhones lists the tenant's sending phones, oldest first
@@ -179,8 +188,9 @@ func (c *Client) GetPhone(ctx context.Context, id string) (*Phone, error) {
 }
 
 // CreatePhone adds an Android phone, offline until it pairs with the code it
-// returns (POST /v1/phones). Live keys only: a test key gets 403 FORBIDDEN.
-// A number that is already a phone is 409 DUPLICATE_PHONE.
+// returns (POST /v1/phones), or with Provider binds a number to a chat
+// engine. Live keys only: a test key gets 403 FORBIDDEN. A number that is
+// already one of the tenant's phones is 409 DUPLICATE_PHONE.
 func (c *Client) CreatePhone(ctx context.Context, p CreatePhoneParams) (*NewPhone, error) {
 	var np NewPhone
 	if err := c.call(ctx, http.MethodPost, p, &np, "v1", "phones"); err != nil {

@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"math"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	sb "github.com/switchboard/switchboard"
@@ -175,6 +178,7 @@ type createPhoneRequest struct {
 	Warmup           json.RawMessage `json:"warmup"`
 	QuarantinePolicy json.RawMessage `json:"quarantine_policy"`
 	DevicePhoneID    *string         `json:"device_phone_id"`
+	Provider         *string         `json:"provider"`
 }
 
 // warmupRequest is the body's warmup: {start, days}.
@@ -257,6 +261,9 @@ func (s *Server) createPhone(w http.ResponseWriter, r *http.Request, p *auth.Pri
 	now := s.now().UTC().Truncate(time.Microsecond)
 	ph := &sb.Phone{ID: sb.NewID(), TenantID: p.Tenant.ID, Number: *req.Number, Kind: sb.PhoneAndroid, DailyLimit: sb.DefaultPhoneDailyLimit,
 		Channels: []string{sb.ChannelSMS}, Status: sb.PhoneOnline, CreatedAt: now}
+	if req.Provider != nil {
+		return s.bindEngine(w, r, p, &req, ph)
+	}
 	var err error
 	if req.DailyLimit != nil {
 		if ph.DailyLimit, err = wholeNumber(req.DailyLimit, "daily_limit", 1, MaxPhoneDailyLimit, true); err != nil {
@@ -310,6 +317,54 @@ func (s *Server) createPhone(w http.ResponseWriter, r *http.Request, p *auth.Pri
 	}
 	writeData(w, http.StatusCreated, createdPhoneJSON{PhoneJSON: ToPhoneJSON(ph, s.cfg.Routing, now),
 		Pairing: &pairingJSON{Code: pairing.Code, ExpiresAt: pairing.ExpiresAt}})
+	return nil
+}
+
+// bindEngine adds ph as a phone of a chat engine the operator lets tenants
+// bind (Config.Engines): its number is the tenant's, shown as the from of
+// its messages; it sends chat only and needs no pairing. A provider that is
+// not such an engine (unknown, a carrier link, or an engine only the
+// operator binds) is one VALIDATION_ERROR, the same for all, naming the
+// engines there are.
+func (s *Server) bindEngine(w http.ResponseWriter, r *http.Request, p *auth.Principal, req *createPhoneRequest, ph *sb.Phone) error {
+	name := *req.Provider
+	kind, ok := s.cfg.Engines[name]
+	if !ok {
+		names := slices.Sorted(maps.Keys(s.cfg.Engines))
+		if len(names) == 0 {
+			return sb.Invalid("provider", "This service has no chat engine that you can bind a number to; leave provider out to add an Android phone.")
+		}
+		return sb.Invalid("provider", "provider must be a chat engine that you can bind a number to: %s.", strings.Join(names, ", "))
+	}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"sim_number", req.SimNumber != nil}, {"warmup", req.Warmup != nil}, {"quarantine_policy", req.QuarantinePolicy != nil},
+		{"device_phone_id", req.DevicePhoneID != nil}} {
+		if f.set {
+			return sb.Invalid(f.name, "%s is for Android phones; a chat engine's phone has none.", f.name)
+		}
+	}
+	var err error
+	if req.DailyLimit != nil {
+		if ph.DailyLimit, err = wholeNumber(req.DailyLimit, "daily_limit", 1, MaxPhoneDailyLimit, true); err != nil {
+			return err
+		}
+	}
+	if req.RateLimit != nil {
+		if ph.RateLimit, err = wholeNumber(req.RateLimit, "rate_limit", 1, MaxPhoneRateLimit, true); err != nil {
+			return err
+		}
+	}
+	if !phonenum.Valid(ph.Number) {
+		return sb.InvalidPhone("number", "number must be an E.164 number: + and 10 to 15 digits.")
+	}
+	ph.Kind, ph.Link, ph.Channels = kind, name, []string{sb.ChannelChat}
+	if err := s.cfg.Store.AddTenantPhone(r.Context(), ph, nil, p.Plan.MaxPhones); err != nil {
+		return err
+	}
+	s.log.Info("chat engine bound by its tenant", "tenant_id", p.Tenant.ID, "phone_id", ph.ID, "link", name, "kind", kind)
+	writeData(w, http.StatusCreated, createdPhoneJSON{PhoneJSON: ToPhoneJSON(ph, s.cfg.Routing, s.now())})
 	return nil
 }
 

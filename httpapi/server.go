@@ -57,6 +57,10 @@ type Config struct {
 	// /api/providers/ (outside the envelope: each speaks its carrier's
 	// protocol).
 	Providers http.Handler
+	// Engines are the chat engines tenants may bind numbers of their own to
+	// (POST /v1/phones with provider): the links of the providers file
+	// marked tenants_may_bind, by name, with their types (rbm, imessage).
+	Engines map[string]string
 	// URLChecker vets webhook urls at registration (SSRF).
 	URLChecker URLChecker
 	// Ready, when set, gives the checks GET /readyz reports (see Check).

@@ -478,6 +478,7 @@ func Run(ctx context.Context, c Config) error {
 		Devices:    devices,
 		Dashboard:  dash,
 		Providers:  carriers,
+		Engines:    carrier.TenantBindable(linkConfigs),
 		URLChecker: urlChecker,
 		Log:        log,
 		Ready: func(ctx context.Context) map[string]httpapi.Check {

@@ -94,11 +94,10 @@ var ErrPairingTaken = errors.New("sqlstore: the pairing code is in use")
 // AddPhone stores a sending phone, with the hash of its pairing code when
 // pairing is set. A number is unique within a tenant: one of the tenant's
 // phones already is a DUPLICATE_PHONE naming it. An android phone's number
-// may also be another tenant's (a paired device is what proves a number,
-// and inbound texts find their phone by its device's secret), so that no
-// tenant can hold a number against the others; a carrier or simulated
-// phone's number is unique among them all (carriers route inbound texts by
-// number), and one another tenant has is DUPLICATE_PHONE naming none.
+// or a chat engine's may also be another tenant's, so that no tenant can
+// hold a number against the others; a carrier or simulated phone's number
+// is unique among them all, and one another tenant has is DUPLICATE_PHONE
+// naming none (sb.NumberUniqueAcrossTenants).
 func (db *DB) AddPhone(ctx context.Context, p *sb.Phone, pairing *sb.Pairing) error {
 	return db.AddTenantPhone(ctx, p, pairing, 0)
 }
@@ -129,9 +128,10 @@ func (db *DB) AddTenantPhone(ctx context.Context, p *sb.Phone, pairing *sb.Pairi
 		case !errors.Is(err, sql.ErrNoRows):
 			return err
 		}
-		if p.Kind != sb.PhoneAndroid {
+		if sb.NumberUniqueAcrossTenants(p.Kind) {
 			var n int
-			if err := tx.queryRow(ctx, `SELECT COUNT(*) FROM phones WHERE number = ? AND kind <> ?`, p.Number, sb.PhoneAndroid).Scan(&n); err != nil {
+			if err := tx.queryRow(ctx, `SELECT COUNT(*) FROM phones WHERE number = ? AND kind NOT IN (?, ?, ?)`,
+				p.Number, sb.PhoneAndroid, sb.PhoneRBM, sb.PhoneIMessage).Scan(&n); err != nil {
 				return err
 			}
 			if n > 0 {

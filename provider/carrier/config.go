@@ -108,6 +108,13 @@ type Config struct {
 	// signed).
 	WebhookSecretEnv string `json:"webhook_key_env"`
 
+	// TenantsMayBind, on a chat engine, lets tenants bind numbers of their
+	// own to it themselves (POST /v1/phones with provider); without it only
+	// the operator binds (switchboard phone add). Carrier links never take
+	// it: a carrier routes texts by number, and only the operator knows
+	// which numbers the carrier holds for whom.
+	TenantsMayBind bool `json:"tenants_may_bind"`
+
 	// Password (SMPP) and AuthToken (Twilio) are read from the variables
 	// the file names; ServiceAccount (RBM) is the contents of the key file
 	// its variable names, ClientToken (RBM) the variable's value.
@@ -134,8 +141,8 @@ var fields = map[string][]string{
 	TypeSMPP: {"name", "type", "tps", "window", "addr", "system_id", "password_env", "system_type", "in_doubt_resend_after",
 		"tls", "enquire_link", "data_coding", "source_ton", "source_npi", "dest_ton", "dest_npi", "udh16"},
 	TypeTwilio:   {"name", "type", "tps", "window", "base_url", "account_sid", "auth_token_env"},
-	TypeRBM:      {"name", "type", "window", "base_url", "agent_id", "service_account_file_env", "webhook_client_token_env"},
-	TypeIMessage: {"name", "type", "window", "base_url", "password_env", "webhook_key_env"},
+	TypeRBM:      {"name", "type", "window", "base_url", "agent_id", "service_account_file_env", "webhook_client_token_env", "tenants_may_bind"},
+	TypeIMessage: {"name", "type", "window", "base_url", "password_env", "webhook_key_env", "tenants_may_bind"},
 }
 
 var linkName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
@@ -206,6 +213,9 @@ func Parse(b []byte, getenv func(string) string) ([]Config, error) {
 		}
 		slices.Sort(names)
 		for _, k := range names {
+			if k == "tenants_may_bind" && !IsChatType(c.Type) {
+				return fail("%s: tenants_may_bind is for chat engines (rbm, imessage): a %s link's numbers are bound by the operator", at, c.Type)
+			}
 			if !slices.Contains(fields[c.Type], k) {
 				return fail("%s: unknown field %q for a %s link", at, k, c.Type)
 			}
@@ -385,6 +395,18 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// TenantBindable returns the chat engines of links that tenants may bind
+// themselves (TenantsMayBind), by name: their types.
+func TenantBindable(links []Config) map[string]string {
+	out := map[string]string{}
+	for _, l := range links {
+		if l.TenantsMayBind && IsChatType(l.Type) {
+			out[l.Name] = l.Type
+		}
+	}
+	return out
 }
 
 // Find returns the link of the file named name.
