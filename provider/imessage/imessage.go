@@ -15,45 +15,28 @@
 package imessage
 
 import (
-	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/provider/carrier"
+	"github.com/switchboard/switchboard/provider/chat"
 )
 
 // Store is what a link needs from storage.
-type Store interface {
-	RecordCarrier(ctx context.Context, link string, evs []sb.CarrierEvent) (sb.CarrierResult, error)
-	RecordRead(ctx context.Context, link, externalID string, at time.Time) error
-	ChatFallback(ctx context.Context, messageID, reason string, now time.Time) (bool, error)
-}
+type Store = chat.Store
 
-// Options tune a Link; zero values take the defaults.
-type Options struct {
-	Client *http.Client
-	// DetectTimeout bounds an availability check (default 1s).
-	DetectTimeout time.Duration
-	// ChatFor and SMSFor are how long an availability answer is kept
-	// (default a day, and an hour).
-	ChatFor, SMSFor        time.Duration
-	BackoffMin, BackoffMax time.Duration
-	Metrics                *carrier.ChatMetrics
-	Log                    *slog.Logger
-	Now                    func() time.Time
-}
+// Options tune a Link; zero values take the defaults (chat.Options; the
+// client's timeout is 60s: AppleScript sends take seconds).
+type Options = chat.Options
 
 // Link is one BlueBubbles server.
 type Link struct {
@@ -62,52 +45,23 @@ type Link struct {
 	store Store
 	log   *slog.Logger
 
-	mu       sync.Mutex
-	up       bool
-	failures int
-	held     map[string]bool
-	caps     map[string]capEntry
-	sem      chan struct{}
-	wg       sync.WaitGroup
-	ctx      context.Context
-}
-
-type capEntry struct {
-	channel string
-	until   time.Time
+	core    *chat.Link
+	health  *chat.Health
+	caps    *chat.Cache
+	flights *chat.Flights
 }
 
 // New returns the link of cfg (an imessage link of the providers file).
 func New(cfg carrier.Config, store Store, opt Options) *Link {
-	if opt.Client == nil {
-		opt.Client = &http.Client{Timeout: 60 * time.Second} // AppleScript sends take seconds
-	}
-	if opt.DetectTimeout <= 0 {
-		opt.DetectTimeout = time.Second
-	}
-	if opt.ChatFor <= 0 {
-		opt.ChatFor = 24 * time.Hour
-	}
-	if opt.SMSFor <= 0 {
-		opt.SMSFor = time.Hour
-	}
-	if opt.BackoffMin <= 0 {
-		opt.BackoffMin = time.Second
-	}
-	if opt.BackoffMax <= 0 {
-		opt.BackoffMax = time.Minute
-	}
-	if opt.Log == nil {
-		opt.Log = slog.Default()
-	}
-	if opt.Now == nil {
-		opt.Now = time.Now
-	}
+	opt = opt.WithDefaults(60 * time.Second)
 	if cfg.Window <= 0 {
 		cfg.Window = 1 // one Mac sends one message at a time
 	}
-	return &Link{cfg: cfg, opt: opt, store: store, up: true, log: opt.Log.With("link", cfg.Name, "type", carrier.TypeIMessage),
-		held: map[string]bool{}, caps: map[string]capEntry{}, sem: make(chan struct{}, cfg.Window), ctx: context.Background()}
+	l := &Link{cfg: cfg, opt: opt, store: store, log: opt.Log.With("link", cfg.Name, "type", carrier.TypeIMessage),
+		caps: chat.NewCache(opt), flights: chat.NewFlights(cfg.Window)}
+	l.core = &chat.Link{Name: cfg.Name, Engine: carrier.TypeIMessage, Opt: opt, Store: store, Log: l.log}
+	l.health = chat.NewHealth(l.core, "BlueBubbles server")
+	return l
 }
 
 // Name implements carrier.Link.
@@ -117,60 +71,36 @@ func (l *Link) Name() string { return l.cfg.Name }
 func (l *Link) Type() string { return carrier.TypeIMessage }
 
 // Up implements carrier.Link: the server answers its ping.
-func (l *Link) Up() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.up
-}
+func (l *Link) Up() bool { return l.health.Up() }
 
 // Run implements carrier.Link: it pings the server at once and every 30
 // seconds, and waits for the sends in flight when ctx ends.
 func (l *Link) Run(ctx context.Context) {
-	l.mu.Lock()
-	l.ctx = ctx
-	l.mu.Unlock()
+	l.flights.Bind(ctx)
 	ping := func() {
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		status, body, err := l.do(pctx, http.MethodGet, "/api/v1/ping", nil, nil)
 		switch {
 		case err != nil:
-			l.setUp(false, err.Error())
+			l.health.Set(false, err.Error())
 		case status != http.StatusOK:
-			l.setUp(false, errorText(status, body))
+			l.health.Set(false, errorText(status, body))
 		default:
-			l.setUp(true, "")
+			l.health.Set(true, "")
 		}
 	}
 	ping()
-	l.opt.Metrics.Up(carrier.TypeIMessage, l.cfg.Name, l.Up())
+	l.health.Report()
 	t := time.NewTicker(30 * time.Second)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			l.wg.Wait()
+			l.flights.Wait()
 			return
 		case <-t.C:
 			ping()
-		}
-	}
-}
-
-func (l *Link) setUp(up bool, why string) {
-	l.mu.Lock()
-	changed := l.up != up
-	l.up = up
-	if up {
-		l.failures = 0
-	}
-	l.mu.Unlock()
-	if changed {
-		l.opt.Metrics.Up(carrier.TypeIMessage, l.cfg.Name, up)
-		if up {
-			l.log.Info("BlueBubbles server reachable")
-		} else {
-			l.log.Warn("BlueBubbles server unreachable", "reason", why)
 		}
 	}
 }
@@ -189,72 +119,26 @@ type response struct {
 
 func errorText(status int, body []byte) string {
 	var r response
-	if json.Unmarshal(body, &r) == nil && r.Error != nil {
-		msg := r.Error.Message
-		if len(msg) > 200 {
-			msg = msg[:200]
-		}
-		return fmt.Sprintf("%d %s: %s", status, r.Error.Type, msg)
+	ok := json.Unmarshal(body, &r) == nil && r.Error != nil
+	if !ok {
+		return chat.ErrorText(status, "", "", false)
 	}
-	return fmt.Sprintf("%d", status)
+	return chat.ErrorText(status, r.Error.Type, r.Error.Message, true)
 }
 
 // do makes a request with the server password as the password query
 // parameter (authMiddleware.ts takes guid, password or token).
 func (l *Link) do(ctx context.Context, method, path string, q url.Values, body any) (int, []byte, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
 	if q == nil {
 		q = url.Values{}
 	}
 	q.Set("password", l.cfg.Password.Reveal())
-	req, err := http.NewRequestWithContext(ctx, method, l.cfg.BaseURL+path+"?"+q.Encode(), rd)
-	if err != nil {
-		return 0, nil, errors.New("the request cannot be made")
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := l.opt.Client.Do(req)
-	if err != nil {
-		// The URL holds the password and a number: never in an error.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			return 0, nil, fmt.Errorf("%s: %w", ue.Op, ue.Err)
-		}
-		return 0, nil, errors.New("the request failed")
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-	return res.StatusCode, b, nil
+	return chat.Do(ctx, l.opt.Client, method, l.cfg.BaseURL+path+"?"+q.Encode(), body)
 }
 
 // ErrDetection is the DETECTION_UNAVAILABLE of an availability check that
 // got no usable answer.
 var ErrDetection = sb.Errorf(sb.CodeDetectionUnavailable, "Channel detection is temporarily unavailable: the iMessage server did not answer the availability check. Send with channel \"sms\", or retry.")
-
-func (l *Link) cached(number string) (string, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e, ok := l.caps[number]
-	return e.channel, ok && l.opt.Now().Before(e.until)
-}
-
-func (l *Link) keep(number, channel string) {
-	ttl := l.opt.SMSFor
-	if channel == sb.ChannelChat {
-		ttl = l.opt.ChatFor
-	}
-	l.mu.Lock()
-	l.caps[number] = capEntry{channel, l.opt.Now().Add(ttl)}
-	l.mu.Unlock()
-}
 
 // Detect returns chat when the number has iMessage (the availability check,
 // handleRouter.ts getMessagesAvailability: {data: {available}}), else sms;
@@ -262,7 +146,7 @@ func (l *Link) keep(number, channel string) {
 // answers an error (its Private API is off, or it is down). Answers are
 // cached per number.
 func (l *Link) Detect(ctx context.Context, number string) (string, error) {
-	if ch, ok := l.cached(number); ok {
+	if ch, ok := l.caps.Get(number); ok {
 		l.opt.Metrics.Detect(carrier.TypeIMessage, l.cfg.Name, "cached")
 		return ch, nil
 	}
@@ -279,7 +163,7 @@ func (l *Link) Detect(ctx context.Context, number string) (string, error) {
 		if *r.Data.Available {
 			ch = sb.ChannelChat
 		}
-		l.keep(number, ch)
+		l.caps.Keep(number, ch)
 		l.opt.Metrics.Detect(carrier.TypeIMessage, l.cfg.Name, ch)
 		return ch, nil
 	}
@@ -312,35 +196,13 @@ func ChatGUID(number string) string { return "iMessage;-;" + number }
 
 // Send implements carrier.Link: it takes m and sends it in the background.
 func (l *Link) Send(ctx context.Context, m *sb.Message) error {
-	l.mu.Lock()
-	if l.held[m.ID] {
-		l.mu.Unlock()
+	if l.flights.Holds(m.ID) {
 		return nil
 	}
-	if !l.up {
-		l.mu.Unlock()
+	if !l.Up() {
 		return &sb.Deferred{Until: l.opt.Now().Add(5 * time.Second), Reason: "the iMessage server " + l.cfg.Name + " is unreachable"}
 	}
-	l.held[m.ID] = true
-	runCtx := l.ctx
-	l.wg.Add(1)
-	l.mu.Unlock()
-	c := *m
-	go func() {
-		defer l.wg.Done()
-		defer func() {
-			l.mu.Lock()
-			delete(l.held, c.ID)
-			l.mu.Unlock()
-		}()
-		select {
-		case l.sem <- struct{}{}:
-		case <-runCtx.Done():
-			return
-		}
-		defer func() { <-l.sem }()
-		l.send(runCtx, &c)
-	}()
+	l.flights.Go(m, l.send)
 	return nil
 }
 
@@ -366,17 +228,13 @@ func (l *Link) send(ctx context.Context, m *sb.Message) {
 		}
 		switch {
 		case err == nil && status == http.StatusOK && json.Unmarshal(resp, &r) == nil && r.Data.GUID != "":
-			l.setUp(true, "")
-			l.opt.Metrics.Send(carrier.TypeIMessage, l.cfg.Name, "accepted")
-			l.record(ctx, m.ID, []sb.CarrierEvent{{Kind: sb.CarrierAccepted, MessageID: m.ID, Parts: 1, ExternalID: r.Data.GUID, At: now}})
+			l.health.OK()
+			l.core.SendResult("accepted")
+			l.core.Record(ctx, m.ID, []sb.CarrierEvent{{Kind: sb.CarrierAccepted, MessageID: m.ID, Parts: 1, ExternalID: r.Data.GUID, At: now}})
 			return
 		case err == nil && status >= 400 && status < 500 && status != http.StatusTooManyRequests && status != http.StatusUnauthorized:
 			reason := "the iMessage server refused the message (" + errorText(status, resp) + ")"
-			l.opt.Metrics.Send(carrier.TypeIMessage, l.cfg.Name, "refused")
-			if moved, ferr := l.store.ChatFallback(context.WithoutCancel(ctx), m.ID, reason, now); ferr == nil && moved {
-				return
-			}
-			l.record(ctx, m.ID, []sb.CarrierEvent{{Kind: sb.CarrierRefused, MessageID: m.ID, Parts: 1, Reason: reason, At: now}})
+			l.core.Refused(ctx, m.ID, reason, true, now)
 			return
 		}
 		why := "the request failed"
@@ -385,36 +243,10 @@ func (l *Link) send(ctx context.Context, m *sb.Message) {
 		} else {
 			why = errorText(status, resp)
 		}
-		l.mu.Lock()
-		l.failures++
-		down := l.failures >= 3
-		l.mu.Unlock()
-		if down {
-			l.setUp(false, "three sends in a row failed: "+why)
-		}
-		l.opt.Metrics.Send(carrier.TypeIMessage, l.cfg.Name, "retried")
-		wait := min(l.opt.BackoffMin<<min(try, 6), l.opt.BackoffMax)
-		wait = wait/2 + rand.N(wait/2+1)
-		l.log.Warn("iMessage send failed: retrying", "message_id", m.ID, "err", why, "retry_in", wait.String())
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-	}
-}
-
-func (l *Link) record(ctx context.Context, messageID string, evs []sb.CarrierEvent) {
-	for attempt := 0; ; attempt++ {
-		_, err := l.store.RecordCarrier(context.WithoutCancel(ctx), l.cfg.Name, evs)
-		if err == nil {
+		l.health.Failed(why)
+		if !l.core.Retry(ctx, try, m.ID, why) {
 			return
 		}
-		if attempt >= 20 {
-			l.log.Error("recording an iMessage answer failed", "message_id", messageID, "err", err)
-			return
-		}
-		time.Sleep(min(time.Duration(attempt+1)*100*time.Millisecond, 2*time.Second))
 	}
 }
 
@@ -503,28 +335,18 @@ func (l *Link) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			evs = append(evs, sb.CarrierEvent{Kind: sb.CarrierReceipt, ExternalID: d.GUID, State: sb.ReceiptDelivered, Reason: "delivered", At: at(d.DateDelivered)})
 		}
 		if len(evs) > 0 {
-			l.opt.Metrics.Event(carrier.TypeIMessage, l.cfg.Name, "delivered")
+			l.core.Metric("delivered")
 			_, rerr = l.store.RecordCarrier(r.Context(), l.cfg.Name, evs)
 		}
 		if rerr == nil && d.DateRead != nil {
-			l.opt.Metrics.Event(carrier.TypeIMessage, l.cfg.Name, "read")
+			l.core.Metric("read")
 			rerr = l.store.RecordRead(r.Context(), l.cfg.Name, d.GUID, at(d.DateRead))
 		}
 	case ev.Type == "new-message" && !d.IsFromMe && d.Handle != nil && d.Handle.Address != "" && d.Text != "":
 		t := at(d.DateCreated)
-		var res sb.CarrierResult
-		res, rerr = l.store.RecordCarrier(r.Context(), l.cfg.Name, []sb.CarrierEvent{{Kind: sb.CarrierInbound, At: t,
-			Inbound: &sb.Message{From: d.Handle.Address, Body: d.Text, ExternalID: d.GUID, CreatedAt: t, Channel: sb.ChannelChat}}})
-		if rerr == nil && res.Dropped > 0 {
-			// The Mac's Apple ID may serve several tenants: a text from
-			// someone no tenant wrote to has no owner.
-			l.opt.Metrics.Event(carrier.TypeIMessage, l.cfg.Name, "dropped")
-			l.log.Info("iMessage from someone no tenant wrote to: dropped", "guid", d.GUID)
-		} else if rerr == nil {
-			l.opt.Metrics.Event(carrier.TypeIMessage, l.cfg.Name, "inbound")
-		}
+		rerr = l.core.Inbound(r.Context(), &sb.Message{From: d.Handle.Address, Body: d.Text, ExternalID: d.GUID, CreatedAt: t, Channel: sb.ChannelChat}, d.GUID)
 	default:
-		l.opt.Metrics.Event(carrier.TypeIMessage, l.cfg.Name, "ignored")
+		l.core.Metric("ignored")
 	}
 	if rerr != nil {
 		l.log.Error("recording a BlueBubbles webhook", "type", ev.Type, "err", rerr)

@@ -14,34 +14,9 @@ import (
 // no usable answer (429, 5xx, a timeout, a failed request).
 var ErrDetection = sb.Errorf(sb.CodeDetectionUnavailable, "Channel detection is temporarily unavailable: the RCS agent did not answer the capability check. Send with channel \"sms\", or retry.")
 
-// cached returns the channel kept for number, if any.
-func (l *Link) cached(number string) (string, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e, ok := l.caps[number]
-	if !ok || !l.opt.Now().Before(e.until) {
-		return "", false
-	}
-	return e.channel, true
-}
-
-func (l *Link) keep(number, channel string) {
-	ttl := l.opt.SMSFor
-	if channel == sb.ChannelChat {
-		ttl = l.opt.ChatFor
-	}
-	l.mu.Lock()
-	l.caps[number] = capEntry{channel: channel, until: l.opt.Now().Add(ttl)}
-	l.mu.Unlock()
-}
-
 // Forget drops what the cache holds for number (a send found it no longer
 // reachable by RCS).
-func (l *Link) Forget(number string) {
-	l.mu.Lock()
-	delete(l.caps, number)
-	l.mu.Unlock()
-}
+func (l *Link) Forget(number string) { l.caps.Forget(number) }
 
 // Detect returns the channel number can receive from the agent: chat when
 // Google's capability check answers 200; sms on 404 (not reachable by RCS)
@@ -51,7 +26,7 @@ func (l *Link) Forget(number string) {
 // request. Answers are cached per number (chat for ChatFor, sms for
 // SMSFor), so a campaign does not ask once per message.
 func (l *Link) Detect(ctx context.Context, number string) (string, error) {
-	if ch, ok := l.cached(number); ok {
+	if ch, ok := l.caps.Get(number); ok {
 		l.opt.Metrics.Detect(carrier.TypeRBM, l.cfg.Name, "cached")
 		return ch, nil
 	}
@@ -67,15 +42,15 @@ func (l *Link) Detect(ctx context.Context, number string) (string, error) {
 		l.log.Warn("RBM capability check failed", "err", err)
 		return "", ErrDetection
 	case status == http.StatusOK:
-		l.keep(number, sb.ChannelChat)
+		l.caps.Keep(number, sb.ChannelChat)
 		l.opt.Metrics.Detect(carrier.TypeRBM, l.cfg.Name, "chat")
 		return sb.ChannelChat, nil
 	case status == http.StatusNotFound:
-		l.keep(number, sb.ChannelSMS)
+		l.caps.Keep(number, sb.ChannelSMS)
 		l.opt.Metrics.Detect(carrier.TypeRBM, l.cfg.Name, "sms")
 		return sb.ChannelSMS, nil
 	case status == http.StatusForbidden:
-		l.keep(number, sb.ChannelSMS)
+		l.caps.Keep(number, sb.ChannelSMS)
 		l.opt.Metrics.Detect(carrier.TypeRBM, l.cfg.Name, "forbidden")
 		l.log.Warn("RBM capability check refused (403): the agent is not launched on this user's carrier, or the user is not a tester of the unlaunched agent; sending by SMS",
 			"agent_id", l.cfg.AgentID, "answer", errorText(status, body))
@@ -97,7 +72,7 @@ func (l *Link) DetectMany(ctx context.Context, numbers []string) (map[string]str
 	out := make(map[string]string, len(numbers))
 	var ask []string
 	for _, n := range numbers {
-		if ch, ok := l.cached(n); ok {
+		if ch, ok := l.caps.Get(n); ok {
 			out[n] = ch
 		} else if _, dup := out[n]; !dup {
 			ask = append(ask, n)
@@ -132,7 +107,7 @@ func (l *Link) DetectMany(ctx context.Context, numbers []string) (map[string]str
 				ch = sb.ChannelChat
 			}
 			out[n] = ch
-			l.keep(n, ch)
+			l.caps.Keep(n, ch)
 		}
 		l.opt.Metrics.DetectN(carrier.TypeRBM, l.cfg.Name, "batch", len(part))
 	}

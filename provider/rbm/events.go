@@ -91,18 +91,6 @@ func EventsURL(publicURL, link string) string {
 	return strings.TrimSuffix(publicURL, "/") + carrier.Prefix + link + "/events"
 }
 
-// inbound counts a user's text that RecordCarrier took: stored, or
-// dropped, logged, when no tenant wrote to the user (an agent may serve
-// several tenants, and a user writes to the agent, not to a tenant).
-func (l *Link) inbound(res sb.CarrierResult, id string) {
-	if res.Dropped > 0 {
-		l.opt.Metrics.Event(carrier.TypeRBM, l.cfg.Name, "dropped")
-		l.log.Info("RBM user message from someone no tenant wrote to: dropped", "rbm_message_id", id)
-		return
-	}
-	l.opt.Metrics.Event(carrier.TypeRBM, l.cfg.Name, "inbound")
-}
-
 // ServeHTTP serves POST /api/providers/NAME/events: the webhook handshake
 // (answered with the secret when clientToken is the link's), and events
 // checked with X-Goog-Signature; a bad token or signature answers 403 and
@@ -152,21 +140,16 @@ func (l *Link) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var rerr error
 	switch {
 	case ev.EventType == "DELIVERED" && ev.MessageID != "":
-		l.opt.Metrics.Event(carrier.TypeRBM, l.cfg.Name, "delivered")
+		l.core.Metric("delivered")
 		_, rerr = l.store.RecordCarrier(r.Context(), l.cfg.Name, []sb.CarrierEvent{{Kind: sb.CarrierReceipt, ExternalID: ev.MessageID,
 			State: sb.ReceiptDelivered, Reason: "DELIVERED", At: at, From: ev.SenderPhoneNumber}})
 	case ev.EventType == "READ" && ev.MessageID != "":
-		l.opt.Metrics.Event(carrier.TypeRBM, l.cfg.Name, "read")
+		l.core.Metric("read")
 		rerr = l.store.RecordRead(r.Context(), l.cfg.Name, ev.MessageID, at)
 	case ev.EventType == "" && ev.Text != "" && ev.SenderPhoneNumber != "":
-		var res sb.CarrierResult
-		res, rerr = l.store.RecordCarrier(r.Context(), l.cfg.Name, []sb.CarrierEvent{{Kind: sb.CarrierInbound, At: at,
-			Inbound: &sb.Message{From: ev.SenderPhoneNumber, Body: ev.Text, ExternalID: ev.MessageID, CreatedAt: at, Channel: sb.ChannelChat}}})
-		if rerr == nil {
-			l.inbound(res, ev.MessageID)
-		}
+		rerr = l.core.Inbound(r.Context(), &sb.Message{From: ev.SenderPhoneNumber, Body: ev.Text, ExternalID: ev.MessageID, CreatedAt: at, Channel: sb.ChannelChat}, ev.MessageID)
 	default:
-		l.opt.Metrics.Event(carrier.TypeRBM, l.cfg.Name, "ignored")
+		l.core.Metric("ignored")
 	}
 	if rerr != nil {
 		l.log.Error("recording an RBM event", "event", ev.EventType, "err", rerr)
