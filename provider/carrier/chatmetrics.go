@@ -20,7 +20,7 @@ func NewChatMetrics(reg prometheus.Registerer) *ChatMetrics {
 			Help: "Channel detections for channel auto, by result: chat, sms, forbidden (403: sms and a warning), unavailable, cached, batch (numbers asked in batches)."},
 			[]string{"engine", "link", "result"}),
 		sends: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_chat_sends_total",
-			Help: "Chat messages handed to a chat engine, by result: accepted, refused, retried."}, []string{"engine", "link", "result"}),
+			Help: "Chat messages handed to a chat engine, by result: accepted, refused, retried, fell_back (refused, and sent again by SMS)."}, []string{"engine", "link", "result"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_chat_events_total",
 			Help: "Events received from a chat engine, by kind: delivered, read, inbound (stored), dropped (inbound from someone no tenant wrote to), ignored."}, []string{"engine", "link", "kind"}),
 	}

@@ -94,12 +94,42 @@ func (o Options) Backoff(try int) time.Duration {
 
 // Link is what every chat engine's link holds beside its API: its name
 // and engine (carrier.TypeRBM, carrier.TypeIMessage), options (defaults
-// set), store and logger.
+// set), store and logger, whether the engine answers, its detection cache
+// and its sends in flight.
 type Link struct {
 	Name, Engine string
 	Opt          Options
 	Store        Store
 	Log          *slog.Logger
+	Health       *Health
+	Caps         *Cache
+	Flights      *Flights
+	what         string
+}
+
+// NewLink returns the Link of an engine's link: what names the engine in
+// logs and errors ("RBM agent"), window is how many sends run at once,
+// attrs are added to its health's log lines.
+func NewLink(name, engine, what string, window int, store Store, opt Options, attrs ...any) *Link {
+	l := &Link{Name: name, Engine: engine, Opt: opt, Store: store, Log: opt.Log.With("link", name, "type", engine),
+		Caps: NewCache(opt), Flights: NewFlights(window), what: what}
+	l.Health = NewHealth(l, what, attrs...)
+	return l
+}
+
+// Take is a link's carrier.Link Send: it hands m to send in the
+// background and returns nil, or nil at once when m is in flight already;
+// while the engine does not answer, it puts m off (sb.Deferred) and m waits
+// in the queue.
+func (l *Link) Take(m *sb.Message, send func(ctx context.Context, m *sb.Message)) error {
+	if l.Flights.Holds(m.ID) {
+		return nil
+	}
+	if !l.Health.Up() {
+		return &sb.Deferred{Until: l.Opt.Now().Add(5 * time.Second), Reason: "the " + l.what + " " + l.Name + " is unreachable"}
+	}
+	l.Flights.Go(m, send)
+	return nil
 }
 
 // Metric counts an event of the engine by kind (switchboard_chat_events_total).
@@ -220,4 +250,58 @@ func ErrorText(status int, kind, message string, ok bool) string {
 		message = message[:200]
 	}
 	return fmt.Sprintf("%d %s: %s", status, kind, message)
+}
+
+// Watch is the heart of a link's carrier.Link Run: it calls check (which
+// sets Health) at once and every half minute (only while the engine is
+// down, unless always), and when ctx ends waits for the sends in flight.
+// The sends started from now run in ctx.
+func (l *Link) Watch(ctx context.Context, always bool, check func()) {
+	l.Flights.Bind(ctx)
+	check()
+	l.Health.Report()
+	t := time.NewTicker(30 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			l.Flights.Wait()
+			return
+		case <-t.C:
+			if always || !l.Health.Up() {
+				check()
+			}
+		}
+	}
+}
+
+// Cached returns the detection answer the cache holds for number, counted
+// as a cached detection.
+func (l *Link) Cached(number string) (string, bool) {
+	ch, ok := l.Caps.Get(number)
+	if ok {
+		l.Detected("cached")
+	}
+	return ch, ok
+}
+
+// Detected counts a detection by its result
+// (switchboard_chat_detections_total).
+func (l *Link) Detected(result string) { l.Opt.Metrics.Detect(l.Engine, l.Name, result) }
+
+// ReadEvent reads the body of an engine's event, at most limit bytes, after
+// checking that it was posted; it answers the request itself (405, 400) and
+// reports false when it is not an event to handle.
+func ReadEvent(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return nil, false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil || int64(len(body)) > limit {
+		http.Error(w, "cannot read the body", http.StatusBadRequest)
+		return nil, false
+	}
+	return body, true
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http/httptest"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 
 	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/provider/carrier"
+	"github.com/switchboard/switchboard/provider/chat/chattest"
 )
 
 // A positive answer is kept for ChatFor, a negative one for SMSFor, each
@@ -109,23 +112,11 @@ func TestInbound(t *testing.T) {
 		if err := l.Inbound(context.Background(), &sb.Message{From: "+1", Body: "hi"}, "x"); err != nil {
 			t.Fatal(err)
 		}
-		got := map[string]float64{}
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			for _, m := range mf.GetMetric() {
-				for _, p := range m.GetLabel() {
-					if p.GetName() == "kind" {
-						got[mf.GetName()+" "+p.GetValue()] = m.GetCounter().GetValue()
-					}
-				}
-			}
-		}
 		want := map[int]string{0: "inbound", 1: "dropped"}[dropped]
-		if len(got) != 1 || got["switchboard_chat_events_total "+want] != 1 || len(s.recorded) != 1 || s.recorded[0].Kind != sb.CarrierInbound {
-			t.Errorf("dropped %d: counted %v, recorded %+v", dropped, got, s.recorded)
+		other := map[int]string{0: "dropped", 1: "inbound"}[dropped]
+		if n, m := chattest.Events(t, reg, "rbm", "l", want), chattest.Events(t, reg, "rbm", "l", other); n != 1 || m != 0 ||
+			len(s.recorded) != 1 || s.recorded[0].Kind != sb.CarrierInbound {
+			t.Errorf("dropped %d: counted %s %v, %s %v; recorded %+v", dropped, want, n, other, m, s.recorded)
 		}
 	}
 }
@@ -220,6 +211,49 @@ func TestRefused(t *testing.T) {
 		l.Refused(context.Background(), "m1", "gone", c.fallback, now)
 		if len(s.fell) != c.fell || len(s.recorded) != c.refused || c.refused == 1 && (s.recorded[0].Kind != sb.CarrierRefused || s.recorded[0].Reason != "gone") {
 			t.Errorf("fallback %v moved %v: fell back %v, recorded %+v", c.fallback, c.moved, s.fell, s.recorded)
+		}
+	}
+}
+
+// Take hands a message to the send while the engine answers, puts it off
+// while it does not, and takes a message in flight only once.
+func TestTake(t *testing.T) {
+	l := NewLink("mac", "imessage", "BlueBubbles server", 1, &store{}, Options{Log: quiet()}.WithDefaults(time.Second))
+	release := make(chan struct{})
+	sent := make(chan string, 4)
+	send := func(ctx context.Context, m *sb.Message) { sent <- m.ID; <-release }
+	if err := l.Take(&sb.Message{ID: "a"}, send); err != nil {
+		t.Fatal(err)
+	}
+	if <-sent; !l.Flights.Holds("a") {
+		t.Fatal("a is not in flight")
+	}
+	l.Health.Set(false, "down")
+	if err := l.Take(&sb.Message{ID: "a"}, send); err != nil {
+		t.Errorf("a message in flight, taken again while down: %v", err)
+	}
+	var d *sb.Deferred
+	if err := l.Take(&sb.Message{ID: "b"}, send); !errors.As(err, &d) || d.Reason != "the BlueBubbles server mac is unreachable" {
+		t.Errorf("while down: %v, want a deferral", err)
+	}
+	close(release)
+	l.Flights.Wait()
+	if len(sent) != 0 {
+		t.Errorf("%d more sends, want none", len(sent))
+	}
+}
+
+// An event is posted and at most the limit long.
+func TestReadEvent(t *testing.T) {
+	for _, c := range []struct {
+		method, body string
+		status       int
+		ok           bool
+	}{{"GET", "", 405, false}, {"POST", "12345", 400, false}, {"POST", "1234", 200, true}} {
+		w := httptest.NewRecorder()
+		body, ok := ReadEvent(w, httptest.NewRequest(c.method, "/", strings.NewReader(c.body)), 4)
+		if ok != c.ok || w.Code != c.status || ok && string(body) != c.body {
+			t.Errorf("%s %q: %d %v %q", c.method, c.body, w.Code, ok, body)
 		}
 	}
 }

@@ -19,8 +19,6 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -40,15 +38,8 @@ type Options = chat.Options
 
 // Link is one BlueBubbles server.
 type Link struct {
-	cfg   carrier.Config
-	opt   Options
-	store Store
-	log   *slog.Logger
-
-	core    *chat.Link
-	health  *chat.Health
-	caps    *chat.Cache
-	flights *chat.Flights
+	*chat.Link
+	cfg carrier.Config
 }
 
 // New returns the link of cfg (an imessage link of the providers file).
@@ -57,11 +48,7 @@ func New(cfg carrier.Config, store Store, opt Options) *Link {
 	if cfg.Window <= 0 {
 		cfg.Window = 1 // one Mac sends one message at a time
 	}
-	l := &Link{cfg: cfg, opt: opt, store: store, log: opt.Log.With("link", cfg.Name, "type", carrier.TypeIMessage),
-		caps: chat.NewCache(opt), flights: chat.NewFlights(cfg.Window)}
-	l.core = &chat.Link{Name: cfg.Name, Engine: carrier.TypeIMessage, Opt: opt, Store: store, Log: l.log}
-	l.health = chat.NewHealth(l.core, "BlueBubbles server")
-	return l
+	return &Link{Link: chat.NewLink(cfg.Name, carrier.TypeIMessage, "BlueBubbles server", cfg.Window, store, opt), cfg: cfg}
 }
 
 // Name implements carrier.Link.
@@ -71,38 +58,24 @@ func (l *Link) Name() string { return l.cfg.Name }
 func (l *Link) Type() string { return carrier.TypeIMessage }
 
 // Up implements carrier.Link: the server answers its ping.
-func (l *Link) Up() bool { return l.health.Up() }
+func (l *Link) Up() bool { return l.Health.Up() }
 
 // Run implements carrier.Link: it pings the server at once and every 30
 // seconds, and waits for the sends in flight when ctx ends.
 func (l *Link) Run(ctx context.Context) {
-	l.flights.Bind(ctx)
-	ping := func() {
+	l.Watch(ctx, true, func() {
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		status, body, err := l.do(pctx, http.MethodGet, "/api/v1/ping", nil, nil)
 		switch {
 		case err != nil:
-			l.health.Set(false, err.Error())
+			l.Health.Set(false, err.Error())
 		case status != http.StatusOK:
-			l.health.Set(false, errorText(status, body))
+			l.Health.Set(false, errorText(status, body))
 		default:
-			l.health.Set(true, "")
+			l.Health.Set(true, "")
 		}
-	}
-	ping()
-	l.health.Report()
-	t := time.NewTicker(30 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			l.flights.Wait()
-			return
-		case <-t.C:
-			ping()
-		}
-	}
+	})
 }
 
 // response is BlueBubbles' answer shape (responses/success.ts and
@@ -133,7 +106,7 @@ func (l *Link) do(ctx context.Context, method, path string, q url.Values, body a
 		q = url.Values{}
 	}
 	q.Set("password", l.cfg.Password.Reveal())
-	return chat.Do(ctx, l.opt.Client, method, l.cfg.BaseURL+path+"?"+q.Encode(), body)
+	return chat.Do(ctx, l.Opt.Client, method, l.cfg.BaseURL+path+"?"+q.Encode(), body)
 }
 
 // ErrDetection is the DETECTION_UNAVAILABLE of an availability check that
@@ -146,11 +119,10 @@ var ErrDetection = sb.Errorf(sb.CodeDetectionUnavailable, "Channel detection is 
 // answers an error (its Private API is off, or it is down). Answers are
 // cached per number.
 func (l *Link) Detect(ctx context.Context, number string) (string, error) {
-	if ch, ok := l.caps.Get(number); ok {
-		l.opt.Metrics.Detect(carrier.TypeIMessage, l.cfg.Name, "cached")
+	if ch, ok := l.Cached(number); ok {
 		return ch, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, l.opt.DetectTimeout)
+	ctx, cancel := context.WithTimeout(ctx, l.Opt.DetectTimeout)
 	defer cancel()
 	status, body, err := l.do(ctx, http.MethodGet, "/api/v1/handle/availability/imessage", url.Values{"address": {number}}, nil)
 	var r struct {
@@ -163,16 +135,16 @@ func (l *Link) Detect(ctx context.Context, number string) (string, error) {
 		if *r.Data.Available {
 			ch = sb.ChannelChat
 		}
-		l.caps.Keep(number, ch)
-		l.opt.Metrics.Detect(carrier.TypeIMessage, l.cfg.Name, ch)
+		l.Caps.Keep(number, ch)
+		l.Detected(ch)
 		return ch, nil
 	}
 	why := errorText(status, body)
 	if err != nil {
 		why = err.Error()
 	}
-	l.opt.Metrics.Detect(carrier.TypeIMessage, l.cfg.Name, "unavailable")
-	l.log.Warn("iMessage availability check failed", "err", why)
+	l.Detected("unavailable")
+	l.Log.Warn("iMessage availability check failed", "err", why)
 	return "", ErrDetection
 }
 
@@ -195,16 +167,7 @@ func (l *Link) DetectMany(ctx context.Context, numbers []string) (map[string]str
 func ChatGUID(number string) string { return "iMessage;-;" + number }
 
 // Send implements carrier.Link: it takes m and sends it in the background.
-func (l *Link) Send(ctx context.Context, m *sb.Message) error {
-	if l.flights.Holds(m.ID) {
-		return nil
-	}
-	if !l.Up() {
-		return &sb.Deferred{Until: l.opt.Now().Add(5 * time.Second), Reason: "the iMessage server " + l.cfg.Name + " is unreachable"}
-	}
-	l.flights.Go(m, l.send)
-	return nil
-}
+func (l *Link) Send(ctx context.Context, m *sb.Message) error { return l.Take(m, l.send) }
 
 // send posts m to /api/v1/message/text (messageValidator.ts sendTextRules:
 // chatGuid, tempGuid, message, method apple-script, which wants a
@@ -219,7 +182,7 @@ func (l *Link) send(ctx context.Context, m *sb.Message) {
 			return
 		}
 		status, resp, err := l.do(ctx, http.MethodPost, "/api/v1/message/text", nil, body)
-		now := l.opt.Now().UTC()
+		now := l.Opt.Now().UTC()
 		var r struct {
 			Data struct {
 				GUID  string `json:"guid"`
@@ -228,13 +191,13 @@ func (l *Link) send(ctx context.Context, m *sb.Message) {
 		}
 		switch {
 		case err == nil && status == http.StatusOK && json.Unmarshal(resp, &r) == nil && r.Data.GUID != "":
-			l.health.OK()
-			l.core.SendResult("accepted")
-			l.core.Record(ctx, m.ID, []sb.CarrierEvent{{Kind: sb.CarrierAccepted, MessageID: m.ID, Parts: 1, ExternalID: r.Data.GUID, At: now}})
+			l.Health.OK()
+			l.SendResult("accepted")
+			l.Record(ctx, m.ID, []sb.CarrierEvent{{Kind: sb.CarrierAccepted, MessageID: m.ID, Parts: 1, ExternalID: r.Data.GUID, At: now}})
 			return
 		case err == nil && status >= 400 && status < 500 && status != http.StatusTooManyRequests && status != http.StatusUnauthorized:
 			reason := "the iMessage server refused the message (" + errorText(status, resp) + ")"
-			l.core.Refused(ctx, m.ID, reason, true, now)
+			l.Refused(ctx, m.ID, reason, true, now)
 			return
 		}
 		why := "the request failed"
@@ -243,8 +206,8 @@ func (l *Link) send(ctx context.Context, m *sb.Message) {
 		} else {
 			why = errorText(status, resp)
 		}
-		l.health.Failed(why)
-		if !l.core.Retry(ctx, try, m.ID, why) {
+		l.Health.Failed(why)
+		if !l.Retry(ctx, try, m.ID, why) {
 			return
 		}
 	}
@@ -290,20 +253,14 @@ func (l *Link) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such callback", http.StatusNotFound)
 		return
 	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	body, ok := chat.ReadEvent(w, r, MaxEventBytes)
+	if !ok {
 		return
 	}
 	want := l.cfg.WebhookSecret.Reveal()
 	if want == "" || subtle.ConstantTimeCompare([]byte(secret), []byte(want)) != 1 {
-		l.log.Warn("BlueBubbles webhook with a wrong secret: refused", "remote", r.RemoteAddr)
+		l.Log.Warn("BlueBubbles webhook with a wrong secret: refused", "remote", r.RemoteAddr)
 		http.Error(w, "wrong secret", http.StatusForbidden)
-		return
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxEventBytes+1))
-	if err != nil || len(body) > MaxEventBytes {
-		http.Error(w, "cannot read the body", http.StatusBadRequest)
 		return
 	}
 	var ev Event
@@ -312,7 +269,7 @@ func (l *Link) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	at := func(ms *int64) time.Time {
-		now := l.opt.Now().UTC()
+		now := l.Opt.Now().UTC()
 		if ms == nil || *ms <= 0 {
 			return now
 		}
@@ -335,21 +292,21 @@ func (l *Link) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			evs = append(evs, sb.CarrierEvent{Kind: sb.CarrierReceipt, ExternalID: d.GUID, State: sb.ReceiptDelivered, Reason: "delivered", At: at(d.DateDelivered)})
 		}
 		if len(evs) > 0 {
-			l.core.Metric("delivered")
-			_, rerr = l.store.RecordCarrier(r.Context(), l.cfg.Name, evs)
+			l.Metric("delivered")
+			_, rerr = l.Store.RecordCarrier(r.Context(), l.cfg.Name, evs)
 		}
 		if rerr == nil && d.DateRead != nil {
-			l.core.Metric("read")
-			rerr = l.store.RecordRead(r.Context(), l.cfg.Name, d.GUID, at(d.DateRead))
+			l.Metric("read")
+			rerr = l.Store.RecordRead(r.Context(), l.cfg.Name, d.GUID, at(d.DateRead))
 		}
 	case ev.Type == "new-message" && !d.IsFromMe && d.Handle != nil && d.Handle.Address != "" && d.Text != "":
 		t := at(d.DateCreated)
-		rerr = l.core.Inbound(r.Context(), &sb.Message{From: d.Handle.Address, Body: d.Text, ExternalID: d.GUID, CreatedAt: t, Channel: sb.ChannelChat}, d.GUID)
+		rerr = l.Inbound(r.Context(), &sb.Message{From: d.Handle.Address, Body: d.Text, ExternalID: d.GUID, CreatedAt: t, Channel: sb.ChannelChat}, d.GUID)
 	default:
-		l.core.Metric("ignored")
+		l.Metric("ignored")
 	}
 	if rerr != nil {
-		l.log.Error("recording a BlueBubbles webhook", "type", ev.Type, "err", rerr)
+		l.Log.Error("recording a BlueBubbles webhook", "type", ev.Type, "err", rerr)
 		http.Error(w, "try again", http.StatusServiceUnavailable)
 		return
 	}

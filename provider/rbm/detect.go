@@ -7,16 +7,11 @@ import (
 	"net/url"
 
 	sb "github.com/switchboard/switchboard"
-	"github.com/switchboard/switchboard/provider/carrier"
 )
 
 // ErrDetection is the DETECTION_UNAVAILABLE of a capability check that got
 // no usable answer (429, 5xx, a timeout, a failed request).
 var ErrDetection = sb.Errorf(sb.CodeDetectionUnavailable, "Channel detection is temporarily unavailable: the RCS agent did not answer the capability check. Send with channel \"sms\", or retry.")
-
-// Forget drops what the cache holds for number (a send found it no longer
-// reachable by RCS).
-func (l *Link) Forget(number string) { l.caps.Forget(number) }
 
 // Detect returns the channel number can receive from the agent: chat when
 // Google's capability check answers 200; sms on 404 (not reachable by RCS)
@@ -26,11 +21,10 @@ func (l *Link) Forget(number string) { l.caps.Forget(number) }
 // request. Answers are cached per number (chat for ChatFor, sms for
 // SMSFor), so a campaign does not ask once per message.
 func (l *Link) Detect(ctx context.Context, number string) (string, error) {
-	if ch, ok := l.caps.Get(number); ok {
-		l.opt.Metrics.Detect(carrier.TypeRBM, l.cfg.Name, "cached")
+	if ch, ok := l.Cached(number); ok {
 		return ch, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, l.opt.DetectTimeout)
+	ctx, cancel := context.WithTimeout(ctx, l.Opt.DetectTimeout)
 	defer cancel()
 	// GET /v1/{name=phones/*}/capabilities (rbm.proto, GetCapabilities):
 	// requestId is a UUID the agent picks; agentId names the agent.
@@ -38,26 +32,26 @@ func (l *Link) Detect(ctx context.Context, number string) (string, error) {
 	status, body, err := l.do(ctx, http.MethodGet, phonePath(number, "/capabilities"), q, nil)
 	switch {
 	case err != nil:
-		l.opt.Metrics.Detect(carrier.TypeRBM, l.cfg.Name, "unavailable")
-		l.log.Warn("RBM capability check failed", "err", err)
+		l.Detected("unavailable")
+		l.Log.Warn("RBM capability check failed", "err", err)
 		return "", ErrDetection
 	case status == http.StatusOK:
-		l.caps.Keep(number, sb.ChannelChat)
-		l.opt.Metrics.Detect(carrier.TypeRBM, l.cfg.Name, "chat")
+		l.Caps.Keep(number, sb.ChannelChat)
+		l.Detected("chat")
 		return sb.ChannelChat, nil
 	case status == http.StatusNotFound:
-		l.caps.Keep(number, sb.ChannelSMS)
-		l.opt.Metrics.Detect(carrier.TypeRBM, l.cfg.Name, "sms")
+		l.Caps.Keep(number, sb.ChannelSMS)
+		l.Detected("sms")
 		return sb.ChannelSMS, nil
 	case status == http.StatusForbidden:
-		l.caps.Keep(number, sb.ChannelSMS)
-		l.opt.Metrics.Detect(carrier.TypeRBM, l.cfg.Name, "forbidden")
-		l.log.Warn("RBM capability check refused (403): the agent is not launched on this user's carrier, or the user is not a tester of the unlaunched agent; sending by SMS",
+		l.Caps.Keep(number, sb.ChannelSMS)
+		l.Detected("forbidden")
+		l.Log.Warn("RBM capability check refused (403): the agent is not launched on this user's carrier, or the user is not a tester of the unlaunched agent; sending by SMS",
 			"agent_id", l.cfg.AgentID, "answer", errorText(status, body))
 		return sb.ChannelSMS, nil
 	}
-	l.opt.Metrics.Detect(carrier.TypeRBM, l.cfg.Name, "unavailable")
-	l.log.Warn("RBM capability check unanswered", "answer", errorText(status, body))
+	l.Detected("unavailable")
+	l.Log.Warn("RBM capability check unanswered", "answer", errorText(status, body))
 	return "", ErrDetection
 }
 
@@ -72,7 +66,7 @@ func (l *Link) DetectMany(ctx context.Context, numbers []string) (map[string]str
 	out := make(map[string]string, len(numbers))
 	var ask []string
 	for _, n := range numbers {
-		if ch, ok := l.caps.Get(n); ok {
+		if ch, ok := l.Caps.Get(n); ok {
 			out[n] = ch
 		} else if _, dup := out[n]; !dup {
 			ask = append(ask, n)
@@ -93,8 +87,8 @@ func (l *Link) DetectMany(ctx context.Context, numbers []string) (map[string]str
 			err = jsonUnmarshal(body, &res)
 		}
 		if err != nil {
-			l.opt.Metrics.Detect(carrier.TypeRBM, l.cfg.Name, "unavailable")
-			l.log.Warn("RBM batch capability check failed", "numbers", len(part), "err", err)
+			l.Detected("unavailable")
+			l.Log.Warn("RBM batch capability check failed", "numbers", len(part), "err", err)
 			return nil, ErrDetection
 		}
 		reach := make(map[string]bool, len(res.ReachableUsers))
@@ -107,9 +101,9 @@ func (l *Link) DetectMany(ctx context.Context, numbers []string) (map[string]str
 				ch = sb.ChannelChat
 			}
 			out[n] = ch
-			l.caps.Keep(n, ch)
+			l.Caps.Keep(n, ch)
 		}
-		l.opt.Metrics.DetectN(carrier.TypeRBM, l.cfg.Name, "batch", len(part))
+		l.Opt.Metrics.DetectN(l.Engine, l.cfg.Name, "batch", len(part))
 	}
 	return out, nil
 }

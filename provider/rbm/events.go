@@ -14,6 +14,7 @@ import (
 
 	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/provider/carrier"
+	"github.com/switchboard/switchboard/provider/chat"
 )
 
 // MaxEventBytes is the largest event body read.
@@ -101,14 +102,8 @@ func (l *Link) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such callback", http.StatusNotFound)
 		return
 	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxEventBytes+1))
-	if err != nil || len(body) > MaxEventBytes {
-		http.Error(w, "cannot read the body", http.StatusBadRequest)
+	body, ok := chat.ReadEvent(w, r, MaxEventBytes)
+	if !ok {
 		return
 	}
 	token := l.cfg.ClientToken.Reveal()
@@ -119,40 +114,40 @@ func (l *Link) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if ev == nil {
 		if subtle.ConstantTimeCompare([]byte(clientToken), []byte(token)) != 1 {
-			l.log.Warn("RBM webhook handshake with a wrong client token: refused", "remote", r.RemoteAddr)
+			l.Log.Warn("RBM webhook handshake with a wrong client token: refused", "remote", r.RemoteAddr)
 			http.Error(w, "wrong clientToken", http.StatusForbidden)
 			return
 		}
-		l.log.Info("RBM webhook handshake answered")
+		l.Log.Info("RBM webhook handshake answered")
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		io.WriteString(w, secret)
 		return
 	}
 	if !hmac.Equal([]byte(r.Header.Get("X-Goog-Signature")), []byte(Sign(token, data))) {
-		l.log.Warn("RBM event with a bad X-Goog-Signature: refused", "remote", r.RemoteAddr)
+		l.Log.Warn("RBM event with a bad X-Goog-Signature: refused", "remote", r.RemoteAddr)
 		http.Error(w, "invalid X-Goog-Signature", http.StatusForbidden)
 		return
 	}
-	at := l.opt.Now().UTC()
+	at := l.Opt.Now().UTC()
 	if t, err := time.Parse(time.RFC3339Nano, ev.SendTime); err == nil && !t.After(at) {
 		at = t.UTC()
 	}
 	var rerr error
 	switch {
 	case ev.EventType == "DELIVERED" && ev.MessageID != "":
-		l.core.Metric("delivered")
-		_, rerr = l.store.RecordCarrier(r.Context(), l.cfg.Name, []sb.CarrierEvent{{Kind: sb.CarrierReceipt, ExternalID: ev.MessageID,
+		l.Metric("delivered")
+		_, rerr = l.Store.RecordCarrier(r.Context(), l.cfg.Name, []sb.CarrierEvent{{Kind: sb.CarrierReceipt, ExternalID: ev.MessageID,
 			State: sb.ReceiptDelivered, Reason: "DELIVERED", At: at, From: ev.SenderPhoneNumber}})
 	case ev.EventType == "READ" && ev.MessageID != "":
-		l.core.Metric("read")
-		rerr = l.store.RecordRead(r.Context(), l.cfg.Name, ev.MessageID, at)
+		l.Metric("read")
+		rerr = l.Store.RecordRead(r.Context(), l.cfg.Name, ev.MessageID, at)
 	case ev.EventType == "" && ev.Text != "" && ev.SenderPhoneNumber != "":
-		rerr = l.core.Inbound(r.Context(), &sb.Message{From: ev.SenderPhoneNumber, Body: ev.Text, ExternalID: ev.MessageID, CreatedAt: at, Channel: sb.ChannelChat}, ev.MessageID)
+		rerr = l.Inbound(r.Context(), &sb.Message{From: ev.SenderPhoneNumber, Body: ev.Text, ExternalID: ev.MessageID, CreatedAt: at, Channel: sb.ChannelChat}, ev.MessageID)
 	default:
-		l.core.Metric("ignored")
+		l.Metric("ignored")
 	}
 	if rerr != nil {
-		l.log.Error("recording an RBM event", "event", ev.EventType, "err", rerr)
+		l.Log.Error("recording an RBM event", "event", ev.EventType, "err", rerr)
 		http.Error(w, "try again", http.StatusServiceUnavailable) // Google retries
 		return
 	}

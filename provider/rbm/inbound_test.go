@@ -10,6 +10,7 @@ import (
 
 	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/provider/carrier"
+	"github.com/switchboard/switchboard/provider/chat/chattest"
 	"github.com/switchboard/switchboard/provider/rbm"
 	"github.com/switchboard/switchboard/provider/rbm/rbmtest"
 )
@@ -36,7 +37,7 @@ func TestInboundFromStranger(t *testing.T) {
 	if st, err := rbmtest.Post(events, token, f.fake.UserMessage(stranger, "STOP")); st != 200 || err != nil {
 		t.Fatalf("a stranger's message: %d %v", st, err)
 	}
-	if got := chatEvents(t, reg, "dropped"); got != 1 {
+	if got := chattest.Events(t, reg, carrier.TypeRBM, "rcs", "dropped"); got != 1 {
 		t.Errorf("dropped: %v, want 1", got)
 	}
 	in, err := f.db.Messages(ctx, f.tenant.ID, sb.Live, sb.MessageFilter{Direction: sb.Inbound}, sb.Page{Limit: 10})
@@ -56,38 +57,14 @@ func TestInboundFromStranger(t *testing.T) {
 	if st, err := rbmtest.Post(events, token, f.fake.UserMessage(stranger, "hello")); st != 200 || err != nil {
 		t.Fatalf("a user's message: %d %v", st, err)
 	}
-	if got := chatEvents(t, reg, "inbound"); got != 1 {
+	if got := chattest.Events(t, reg, carrier.TypeRBM, "rcs", "inbound"); got != 1 {
 		t.Errorf("inbound: %v, want 1", got)
 	}
-	if got := chatEvents(t, reg, "dropped"); got != 1 {
+	if got := chattest.Events(t, reg, carrier.TypeRBM, "rcs", "dropped"); got != 1 {
 		t.Errorf("dropped: %v, want still 1", got)
 	}
 	in, err = f.db.Messages(ctx, f.tenant.ID, sb.Live, sb.MessageFilter{Direction: sb.Inbound}, sb.Page{Limit: 10})
 	if err != nil || len(in) != 1 || in[0].Body != "hello" {
 		t.Fatalf("stored: %+v %v", in, err)
 	}
-}
-
-// chatEvents is switchboard_chat_events_total of the link rcs for kind.
-func chatEvents(t *testing.T, reg *prometheus.Registry, kind string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "switchboard_chat_events_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			l := map[string]string{}
-			for _, p := range m.GetLabel() {
-				l[p.GetName()] = p.GetValue()
-			}
-			if l["engine"] == carrier.TypeRBM && l["link"] == "rcs" && l["kind"] == kind {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
 }

@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -46,17 +45,10 @@ type Options = chat.Options
 
 // Link is one RBM agent.
 type Link struct {
+	*chat.Link
 	cfg    carrier.Config
-	opt    Options
-	store  Store
-	log    *slog.Logger
 	client *http.Client // with the OAuth 2 token source
 	token  oauth2.TokenSource
-
-	core    *chat.Link
-	health  *chat.Health
-	caps    *chat.Cache
-	flights *chat.Flights
 }
 
 // New returns the link of cfg (an rbm link of the providers file, with its
@@ -75,10 +67,7 @@ func New(cfg carrier.Config, store Store, opt Options) (*Link, error) {
 	}
 	base := context.WithValue(context.Background(), oauth2.HTTPClient, opt.Client)
 	ts := oauth2.ReuseTokenSource(nil, jc.TokenSource(base))
-	l := &Link{cfg: cfg, opt: opt, store: store, token: ts, log: opt.Log.With("link", cfg.Name, "type", carrier.TypeRBM),
-		caps: chat.NewCache(opt), flights: chat.NewFlights(cfg.Window)}
-	l.core = &chat.Link{Name: cfg.Name, Engine: carrier.TypeRBM, Opt: opt, Store: store, Log: l.log}
-	l.health = chat.NewHealth(l.core, "RBM agent", "agent_id", cfg.AgentID)
+	l := &Link{Link: chat.NewLink(cfg.Name, carrier.TypeRBM, "RBM agent", cfg.Window, store, opt, "agent_id", cfg.AgentID), cfg: cfg, token: ts}
 	l.client = &http.Client{Timeout: opt.Client.Timeout, Transport: &oauth2.Transport{Source: ts, Base: transport(opt.Client)}}
 	return l, nil
 }
@@ -107,35 +96,19 @@ func (l *Link) Type() string { return carrier.TypeRBM }
 
 // Up implements carrier.Link: the agent's requests are answered (three
 // failures in a row take it down until a request succeeds again).
-func (l *Link) Up() bool { return l.health.Up() }
+func (l *Link) Up() bool { return l.Health.Up() }
 
 // Run implements carrier.Link: it checks the credentials (a token) at
 // once and then every half minute while the link is down, and waits for
 // the sends in flight when ctx ends.
 func (l *Link) Run(ctx context.Context) {
-	l.flights.Bind(ctx)
-	l.health.Report()
-	check := func() {
+	l.Watch(ctx, false, func() {
 		if _, err := l.token.Token(); err != nil {
-			l.health.Set(false, "no OAuth 2 token: "+scrubKey(err).Error())
+			l.Health.Set(false, "no OAuth 2 token: "+scrubKey(err).Error())
 		} else {
-			l.health.Set(true, "")
+			l.Health.Set(true, "")
 		}
-	}
-	check()
-	t := time.NewTicker(30 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			l.flights.Wait()
-			return
-		case <-t.C:
-			if !l.Up() {
-				check()
-			}
-		}
-	}
+	})
 }
 
 // MessageUUID is the id a message has at Google: RBM wants a UUID (RFC

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"time"
 
 	sb "github.com/switchboard/switchboard"
 )
@@ -17,16 +16,7 @@ func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 // in the store. A message the link holds already is not taken twice; while
 // the agent is unreachable, messages are put off (sb.Deferred) and wait in
 // the queue.
-func (l *Link) Send(ctx context.Context, m *sb.Message) error {
-	if l.flights.Holds(m.ID) {
-		return nil
-	}
-	if !l.Up() {
-		return &sb.Deferred{Until: l.opt.Now().Add(5 * time.Second), Reason: "the RBM agent " + l.cfg.Name + " is unreachable"}
-	}
-	l.flights.Go(m, l.send)
-	return nil
-}
+func (l *Link) Send(ctx context.Context, m *sb.Message) error { return l.Take(m, l.send) }
 
 // send makes CreateAgentMessage requests for m until Google gives a final
 // answer: POST /v1/{parent=phones/*}/agentMessages (rbm.proto) with
@@ -45,28 +35,28 @@ func (l *Link) send(ctx context.Context, m *sb.Message) {
 			return // unrecorded: handed over again when its claim runs out
 		}
 		status, resp, err := l.do(ctx, http.MethodPost, phonePath(m.To, "/agentMessages"), q, body)
-		now := l.opt.Now().UTC()
+		now := l.Opt.Now().UTC()
 		switch {
 		case err == nil && (status == http.StatusOK || status == http.StatusConflict):
-			l.health.OK()
-			l.core.SendResult("accepted")
-			l.core.Record(ctx, m.ID, []sb.CarrierEvent{{Kind: sb.CarrierAccepted, MessageID: m.ID, Parts: 1, ExternalID: id, At: now}})
+			l.Health.OK()
+			l.SendResult("accepted")
+			l.Record(ctx, m.ID, []sb.CarrierEvent{{Kind: sb.CarrierAccepted, MessageID: m.ID, Parts: 1, ExternalID: id, At: now}})
 			return
 		case err == nil && (status == http.StatusNotFound || status == http.StatusForbidden):
-			l.health.OK()
+			l.Health.OK()
 			reason := "the number is not reachable by RCS (" + errorText(status, resp) + ")"
 			if status == http.StatusForbidden {
 				reason = "the RBM agent may not message this number: not launched on its carrier, or not a tester (" + errorText(status, resp) + ")"
-				l.log.Warn("RBM refused a message (403): check the agent's launch and testers", "agent_id", l.cfg.AgentID, "message_id", m.ID)
+				l.Log.Warn("RBM refused a message (403): check the agent's launch and testers", "agent_id", l.cfg.AgentID, "message_id", m.ID)
 			}
-			l.caps.Forget(m.To)
+			l.Caps.Forget(m.To)
 			// 404: the number lost RCS since detection, and an auto
 			// message goes by SMS instead.
-			l.core.Refused(ctx, m.ID, reason, status == http.StatusNotFound, now)
+			l.Refused(ctx, m.ID, reason, status == http.StatusNotFound, now)
 			return
 		case err == nil && status/100 == 4 && status != http.StatusTooManyRequests && status != http.StatusUnauthorized:
-			l.health.OK()
-			l.core.Refused(ctx, m.ID, "RBM refused the message ("+errorText(status, resp)+")", false, now)
+			l.Health.OK()
+			l.Refused(ctx, m.ID, "RBM refused the message ("+errorText(status, resp)+")", false, now)
 			return
 		}
 		why := ""
@@ -76,9 +66,9 @@ func (l *Link) send(ctx context.Context, m *sb.Message) {
 			why = errorText(status, resp)
 		}
 		if status != http.StatusTooManyRequests {
-			l.health.Failed(why)
+			l.Health.Failed(why)
 		}
-		if !l.core.Retry(ctx, try, m.ID, why) {
+		if !l.Retry(ctx, try, m.ID, why) {
 			return
 		}
 	}
