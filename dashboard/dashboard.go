@@ -73,7 +73,11 @@ type Config struct {
 	PublicURL string
 	// Sender sends the send form's messages with the API's rules.
 	Sender Sender
-	Now    func() time.Time
+	// Engines are the chat engines tenants may bind numbers to themselves
+	// (the providers file's tenants_may_bind), by name, with their types;
+	// the phones page offers them.
+	Engines map[string]string
+	Now     func() time.Time
 }
 
 // Handler serves the dashboard under Prefix.
@@ -153,6 +157,7 @@ func (h *Handler) routes() {
 
 	h.page("GET /phones", h.phones)
 	h.page("POST /phones", h.addPhone)
+	h.page("POST /phones/bind", h.bindPhone)
 	h.page("GET /phones/{id}", h.phone)
 	h.page("POST /phones/{id}", h.updatePhone)
 	h.page("POST /phones/{id}/pairing", h.pairPhone)

@@ -3,9 +3,11 @@ package dashboard
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +33,15 @@ type phonesView struct {
 	Error  string
 	// Pairing is shown after a phone was added or given a new code.
 	Pairing *pairingView
+	// Engines are the chat engines the tenant may bind a number to, by
+	// name; Bind and BindError the binding form.
+	Engines   []string
+	Bind      bindForm
+	BindError string
+}
+
+type bindForm struct {
+	Number, Provider string
 }
 
 type phoneRow struct {
@@ -133,7 +144,7 @@ func (h *Handler) phones(w http.ResponseWriter, r *http.Request, v *visit) error
 	if err != nil {
 		return err
 	}
-	out := phonesView{Phones: rows, Form: phoneForm{DailyLimit: strconv.Itoa(sb.DefaultPhoneDailyLimit)}}
+	out := phonesView{Phones: rows, Form: phoneForm{DailyLimit: strconv.Itoa(sb.DefaultPhoneDailyLimit)}, Engines: h.engines()}
 	if f := v.flash; f != nil && f.Pairing != nil && v.env == sb.Live {
 		ph, err := h.cfg.Store.Phone(ctx, v.tenant.ID, v.env, f.Pairing.PhoneID)
 		if err != nil && sb.ErrorCode(err) != sb.CodeNotFound {
@@ -170,7 +181,7 @@ func (h *Handler) addPhone(w http.ResponseWriter, r *http.Request, v *visit) err
 		if lerr != nil {
 			return lerr
 		}
-		return h.render(w, r, v, http.StatusBadRequest, "phones", "Phones", phonesView{Phones: rows, Form: form, Error: e.Message})
+		return h.render(w, r, v, http.StatusBadRequest, "phones", "Phones", phonesView{Phones: rows, Form: form, Error: e.Message, Engines: h.engines()})
 	}
 	if !phonenum.Valid(form.Number) {
 		return invalid(sb.Errorf(sb.CodeInvalidPhoneNumber, "The number must be in E.164 form: + and 10 to 15 digits, such as +15551234567."))
@@ -190,6 +201,45 @@ func (h *Handler) addPhone(w http.ResponseWriter, r *http.Request, v *visit) err
 		return invalid(err)
 	}
 	return h.redirect(w, r, v, v.base()+"/phones", &flash{Pairing: &flashPairing{PhoneID: ph.ID, Code: pairing.Code, ExpiresAt: pairing.ExpiresAt}})
+}
+
+// engines returns the names of the chat engines tenants may bind, sorted.
+func (h *Handler) engines() []string { return slices.Sorted(maps.Keys(h.cfg.Engines)) }
+
+// bindPhone binds a number of the tenant's to a chat engine the operator
+// lets tenants bind (as POST /v1/phones with provider does), and shows the
+// new phone.
+func (h *Handler) bindPhone(w http.ResponseWriter, r *http.Request, v *visit) error {
+	if v.env != sb.Live {
+		return errPhonesLive
+	}
+	ctx := r.Context()
+	form := bindForm{Number: strings.TrimSpace(r.PostFormValue("number")), Provider: r.PostFormValue("provider")}
+	invalid := func(err error) error {
+		e, ok := err.(*sb.Error)
+		if !ok {
+			return err
+		}
+		rows, lerr := h.phoneRows(ctx, v)
+		if lerr != nil {
+			return lerr
+		}
+		return h.render(w, r, v, http.StatusBadRequest, "phones", "Phones", phonesView{Phones: rows,
+			Form: phoneForm{DailyLimit: strconv.Itoa(sb.DefaultPhoneDailyLimit)}, Engines: h.engines(), Bind: form, BindError: e.Message})
+	}
+	kind, ok := h.cfg.Engines[form.Provider]
+	if !ok {
+		return invalid(sb.Invalid("provider", "Choose one of the chat engines listed."))
+	}
+	if !phonenum.Valid(form.Number) {
+		return invalid(sb.Errorf(sb.CodeInvalidPhoneNumber, "The number must be in E.164 form: + and 10 to 15 digits, such as +15551234567."))
+	}
+	ph := &sb.Phone{ID: sb.NewID(), TenantID: v.tenant.ID, Number: form.Number, Kind: kind, Link: form.Provider, DailyLimit: sb.DefaultPhoneDailyLimit,
+		Channels: []string{sb.ChannelChat}, Status: sb.PhoneOnline, CreatedAt: v.now.UTC().Truncate(time.Microsecond)}
+	if err := h.cfg.Store.AddTenantPhone(ctx, ph, nil, v.plan.MaxPhones); err != nil {
+		return invalid(err)
+	}
+	return h.redirect(w, r, v, v.base()+"/phones/"+ph.ID, nil)
 }
 
 // wholeOrNone reads a limit of a form: empty for none, else a whole number

@@ -462,7 +462,7 @@ func Run(ctx context.Context, c Config) error {
 		return api.Send(ctx, p, httpapi.SendInput(in))
 	}
 	dash, err := dashboard.New(dashboard.Config{Store: db, Auth: authn, Plans: plans, Routing: routing, URLChecker: urlChecker,
-		PublicURL: c.PublicURL, Sender: send})
+		PublicURL: c.PublicURL, Sender: send, Engines: carrier.TenantBindable(linkConfigs)})
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,6 +158,41 @@ func TestChatEngineBinding(t *testing.T) {
 		// A test key reads the phone.
 		if got := phoneGet(t, s, tn.Test, id); got["provider"] != "rcs" {
 			t.Errorf("with the test key: %v", got)
+		}
+
+		// The dashboard's phones page offers the same engines, in live mode.
+		dash, csrf := dashSession(t, s, tn.ID)
+		if code, page := dash.get("/dashboard/phones"); code != 200 || !strings.Contains(page, `id="bind-form"`) ||
+			!strings.Contains(page, `<option value="rcs"`) || strings.Contains(page, `value="private"`) || strings.Contains(page, `value="tw"`) {
+			t.Errorf("the phones page: %d, offers rcs only? %v", code, strings.Contains(page, `<option value="rcs"`))
+		}
+		if code, page := dash.get("/dashboard/test/phones"); code != 200 || strings.Contains(page, `id="bind-form"`) {
+			t.Errorf("the test-mode phones page (%d) offers to bind a number", code)
+		}
+		if res := dash.post("/dashboard/test/phones/bind", url.Values{"csrf": {csrf}, "number": {msgFreshNumber("+1650555XXXX")}, "provider": {"rcs"}}); res.StatusCode != http.StatusForbidden {
+			t.Errorf("binding in test mode: %d", res.StatusCode)
+		}
+		for _, p := range []string{"private", "tw", "nope"} {
+			if res := dash.post("/dashboard/phones/bind", url.Values{"csrf": {csrf}, "number": {msgFreshNumber("+1650555XXXX")}, "provider": {p}}); res.StatusCode != http.StatusBadRequest {
+				t.Errorf("the dashboard binds provider %q: %d", p, res.StatusCode)
+			}
+		}
+		if res := dash.post("/dashboard/phones/bind", url.Values{"csrf": {csrf}, "number": {number}, "provider": {"rcs"}}); res.StatusCode != http.StatusBadRequest {
+			t.Errorf("the dashboard binds a number the tenant has: %d", res.StatusCode)
+		}
+		dashNumber := msgFreshNumber("+1650555XXXX")
+		res := dash.post("/dashboard/phones/bind", url.Values{"csrf": {csrf}, "number": {dashNumber}, "provider": {"rcs"}})
+		if loc := res.Header.Get("Location"); res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/dashboard/phones/") {
+			t.Fatalf("bind on the dashboard: %d, Location %q", res.StatusCode, loc)
+		}
+		var bound map[string]any
+		for _, p := range s.do(t, "GET", "/v1/phones", tn.Live, nil).List() {
+			if p["number"] == dashNumber {
+				bound = p
+			}
+		}
+		if bound == nil || bound["kind"] != "rbm" || bound["provider"] != "rcs" || bound["channels"].([]any)[0] != "chat" {
+			t.Errorf("bound on the dashboard: %v", bound)
 		}
 	})
 }
