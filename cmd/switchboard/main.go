@@ -41,7 +41,7 @@ Usage:
   switchboard key create --tenant TENANT_ID [--env live|test] [--name NAME] [--rate-limit N]
   switchboard key deactivate|activate KEY_ID
   switchboard phone add --tenant TENANT_ID --number E164 [--daily-limit N] [--channels sms,chat]
-                        [--provider LINK --providers FILE]   a number at a carrier link (docs/carriers.md)
+                        [--provider LINK --providers FILE]   a number at a carrier link or chat engine (docs/carriers.md, docs/chat.md)
   switchboard phone offline|online PHONE_ID
   switchboard phone delete PHONE_ID
   switchboard phone list --tenant TENANT_ID

@@ -360,7 +360,7 @@ func phoneCmd(ctx context.Context, args []string, getenv func(string) string, st
 		number = f.String("number", "", "E.164 number (required)")
 		limit = f.Int("daily-limit", sb.DefaultPhoneDailyLimit, "messages per UTC day; 0 for no limit")
 		channels = f.String("channels", "", "channels the phone sends on (default sms,chat; a carrier phone sends sms only)")
-		link = f.String("provider", "", "the carrier link (a name of the providers file) the number lives at: the phone's kind is the link's type")
+		link = f.String("provider", "", "the carrier link or chat engine (a name of the providers file) the number is bound to: the phone's kind is the link's type")
 		providers = f.string("providers", "", "the providers file serve runs with, to find the link's type (only names and types are read)")
 	case "list":
 		f.synopsis = "--tenant TENANT_ID"
