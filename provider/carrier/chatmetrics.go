@@ -32,14 +32,9 @@ func NewChatMetrics(reg prometheus.Registerer) *ChatMetrics {
 
 // Up records whether an engine answers.
 func (m *ChatMetrics) Up(engine, link string, up bool) {
-	if m == nil {
-		return
+	if m != nil {
+		setUp(m.upG.WithLabelValues(engine, link), up)
 	}
-	v := 0.0
-	if up {
-		v = 1
-	}
-	m.upG.WithLabelValues(engine, link).Set(v)
 }
 
 // Detect counts a detection by its result.

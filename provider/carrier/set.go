@@ -155,14 +155,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // LinkUp records whether a link is up.
 func (m *Metrics) LinkUp(link, typ string, up bool) {
-	if m == nil {
-		return
+	if m != nil {
+		setUp(m.up.WithLabelValues(link, typ), up)
 	}
-	v := 0.0
+}
+
+// setUp sets an up gauge: 1 for up, 0 for down.
+func setUp(g prometheus.Gauge, up bool) {
 	if up {
-		v = 1
+		g.Set(1)
+	} else {
+		g.Set(0)
 	}
-	m.up.WithLabelValues(link, typ).Set(v)
 }
 
 // Submit counts a part's request by its result.
