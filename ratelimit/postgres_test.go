@@ -12,11 +12,11 @@ import (
 	"github.com/switchboard/switchboard/internal/dbtest"
 )
 
-// newTestPostgres returns a database on a schema of the test's own with the
-// rate_limits table of the store's migration.
+// newTestPostgres returns a database on an empty schema of the test's own,
+// with the rate_limits table of the store's migration.
 func newTestPostgres(t testing.TB) (*sql.DB, string) {
 	t.Helper()
-	url := dbtest.Postgres(t)
+	url := dbtest.EmptyPostgres(t)
 	db := openPool(t, url)
 	ddl, err := os.ReadFile("../sqlstore/migrations/0014_rate_limits.postgres.sql")
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 // stored by their primary key.
 func TestMigrationWithoutRowidKeepsRows(t *testing.T) {
 	ctx := context.Background()
-	url := testSQLiteURL(t)
+	url := emptySQLiteURL(t)
 	path := strings.TrimPrefix(url, "sqlite:")
 	raw, err := sql.Open("sqlite3", "file:"+path+"?_foreign_keys=on")
 	if err != nil {

@@ -120,7 +120,7 @@ func TestPairingKeyShared(t *testing.T) {
 // TestMigrationVoidsBareCodes: codes stored as a bare SHA-256 before the
 // pairing key cannot be keyed without the code: the migration voids them.
 func TestMigrationVoidsBareCodes(t *testing.T) {
-	url := testSQLiteURL(t)
+	url := emptySQLiteURL(t)
 	path := strings.TrimPrefix(url, "sqlite:")
 	raw, err := sql.Open("sqlite3", "file:"+path+"?_foreign_keys=on")
 	if err != nil {

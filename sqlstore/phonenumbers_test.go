@@ -91,7 +91,7 @@ func TestPhoneNumbersPerTenant(t *testing.T) {
 // table again without the UNIQUE of its number: every row and column, and
 // every index, are kept.
 func TestMigrationPhoneNumbers(t *testing.T) {
-	url := testSQLiteURL(t)
+	url := emptySQLiteURL(t)
 	path := strings.TrimPrefix(url, "sqlite:")
 	raw, err := sql.Open("sqlite3", "file:"+path+"?_foreign_keys=on")
 	if err != nil {

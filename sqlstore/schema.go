@@ -127,3 +127,26 @@ func IsNewerSchema(err error) bool {
 	var e *NewerSchemaError
 	return errors.As(err, &e)
 }
+
+// Migrate applies the pending migrations to the database at url (see
+// CheckURL) and closes it, doing nothing else Open does: it starts no
+// writer and stores no pairing key. The tests migrate their template
+// databases with it, once per test binary, and copy them for each test.
+func Migrate(ctx context.Context, url string) error {
+	if err := CheckURL(url); err != nil {
+		return err
+	}
+	var db *DB
+	var err error
+	if path, ok := strings.CutPrefix(url, "sqlite:"); ok {
+		db, err = openSQLite(path)
+	} else {
+		opt := Options{}
+		opt.defaults()
+		db, err = openPostgres(url, opt)
+	}
+	if err != nil {
+		return err
+	}
+	return errors.Join(db.migrate(ctx), db.Close())
+}

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/switchboard/switchboard/internal/dbtest"
+	"github.com/switchboard/switchboard/internal/freshdb"
 )
 
 // TestRefuseNewerSchema: a database that holds a migration this build does
@@ -43,7 +44,7 @@ func TestRefuseNewerSchema(t *testing.T) {
 		if v, err := DatabaseSchema(ctx, url); err != nil || v != known+1 {
 			t.Errorf("DatabaseSchema: %d, %v", v, err)
 		}
-		if n := dbtest.Count(t, url, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, known); n != 0 {
+		if n := freshdb.Count(t, url, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, known); n != 0 {
 			t.Errorf("the refused open applied migration %d", known)
 		}
 	})
@@ -53,7 +54,7 @@ func TestRefuseNewerSchema(t *testing.T) {
 // PostgreSQL database all start, and each migration is applied once.
 func TestMigrationsOnceAcrossNodes(t *testing.T) {
 	t.Parallel()
-	url := testPostgresURL(t)
+	url := emptyPostgresURL(t)
 	ctx := context.Background()
 	const nodes = 4
 	var wg sync.WaitGroup
@@ -79,10 +80,32 @@ func TestMigrationsOnceAcrossNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := dbtest.Count(t, url, `SELECT COUNT(*) FROM schema_migrations`)
-	versions := dbtest.Count(t, url, `SELECT COUNT(DISTINCT version) FROM schema_migrations`)
-	newest := dbtest.Count(t, url, `SELECT MAX(version) FROM schema_migrations`)
+	rows := freshdb.Count(t, url, `SELECT COUNT(*) FROM schema_migrations`)
+	versions := freshdb.Count(t, url, `SELECT COUNT(DISTINCT version) FROM schema_migrations`)
+	newest := freshdb.Count(t, url, `SELECT MAX(version) FROM schema_migrations`)
 	if rows != len(ms) || versions != len(ms) || newest != SchemaVersion() {
 		t.Errorf("schema_migrations: %d rows, %d versions, newest %d; want %d of each, newest %d", rows, versions, newest, len(ms), SchemaVersion())
 	}
+}
+
+// TestMigrate: Migrate brings a new database to this build's schema and
+// does nothing else Open does: no pairing key is stored.
+func TestMigrate(t *testing.T) {
+	forEachEmpty(t, func(t *testing.T, url string) {
+		ctx := context.Background()
+		if err := Migrate(ctx, url); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := DatabaseSchema(ctx, url); err != nil || v != SchemaVersion() {
+			t.Errorf("DatabaseSchema after Migrate: %d, %v; want %d", v, err, SchemaVersion())
+		}
+		if n := freshdb.Count(t, url, `SELECT COUNT(*) FROM server_secrets`); n != 0 {
+			t.Errorf("Migrate stored %d server secrets", n)
+		}
+		if path, ok := strings.CutPrefix(url, "sqlite:"); ok {
+			if _, err := os.Stat(path + ".pairing-key"); !os.IsNotExist(err) {
+				t.Errorf("Migrate made the pairing key file: %v", err)
+			}
+		}
+	})
 }

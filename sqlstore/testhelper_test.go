@@ -6,17 +6,36 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard/switchboard/internal/dbtest"
+	"github.com/switchboard/switchboard/internal/freshdb"
 )
 
-// forEachDialect runs fn once against a fresh SQLite file and once against
-// a fresh PostgreSQL schema, in parallel.
-var forEachDialect = dbtest.ForEach
+// templates are the test binary's migrated template databases, which
+// testSQLiteURL and testPostgresURL copy (the package cannot import
+// internal/dbtest, which imports it).
+var templates = freshdb.New(Migrate)
 
+// testSQLiteURL and testPostgresURL make a migrated database of the test's
+// own; emptySQLiteURL and emptyPostgresURL one that no migration touched,
+// for the tests of the migrations.
 var (
-	testSQLiteURL   = dbtest.SQLite
-	testPostgresURL = dbtest.Postgres
+	testSQLiteURL    = templates.SQLite
+	testPostgresURL  = templates.Postgres
+	emptySQLiteURL   = freshdb.EmptySQLite
+	emptyPostgresURL = freshdb.EmptyPostgres
 )
+
+// forEachDialect runs fn once against a migrated SQLite file and once
+// against a migrated PostgreSQL database, in parallel.
+func forEachDialect(t *testing.T, fn func(t *testing.T, url string)) {
+	t.Helper()
+	freshdb.ForEach(t, testSQLiteURL, testPostgresURL, fn)
+}
+
+// forEachEmpty is forEachDialect on databases no migration has touched.
+func forEachEmpty(t *testing.T, fn func(t *testing.T, url string)) {
+	t.Helper()
+	freshdb.ForEach(t, emptySQLiteURL, emptyPostgresURL, fn)
+}
 
 // openTestDB opens url and closes it when the test ends (before a
 // PostgreSQL schema is dropped).

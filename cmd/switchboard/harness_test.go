@@ -31,8 +31,9 @@ import (
 const postgresEnv = dbtest.PostgresEnv
 
 // forEachDB runs fn once on a fresh SQLite database and once on a fresh
-// PostgreSQL schema. The PostgreSQL run is skipped, saying why, when
-// SWITCHBOARD_TEST_POSTGRES is unset.
+// PostgreSQL database, both migrated (copies of the binary's templates).
+// The PostgreSQL run is skipped, saying why, when SWITCHBOARD_TEST_POSTGRES
+// is unset.
 var forEachDB = dbtest.ForEach
 
 var (

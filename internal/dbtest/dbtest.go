@@ -1,75 +1,67 @@
-// Package dbtest gives tests a database of their own: a fresh SQLite file,
-// or a fresh schema on the PostgreSQL server named by
-// SWITCHBOARD_TEST_POSTGRES, dropped when the test ends. Tests that need
+// Package dbtest gives tests a database of their own: a SQLite file in the
+// test's temporary directory, or a database on the PostgreSQL server named
+// by SWITCHBOARD_TEST_POSTGRES, dropped when the test ends. Tests that need
 // PostgreSQL skip, saying why, when the variable is unset.
+//
+// SQLite, Postgres and ForEach give databases already migrated by the
+// store: copies of a template each test binary migrates once (see
+// internal/freshdb). EmptySQLite, EmptyPostgres and ForEachEmpty give
+// databases no migration has touched, for tests that migrate from scratch.
 package dbtest
 
 import (
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // driver "pgx"
-	_ "github.com/mattn/go-sqlite3"    // driver "sqlite3"
+	"github.com/switchboard/switchboard/internal/freshdb"
+	"github.com/switchboard/switchboard/sqlstore"
 )
 
 // PostgresEnv names the variable holding a PostgreSQL URL for tests, e.g.
-// postgres://127.0.0.1:5432/test?sslmode=disable. .ci/run sets it.
-const PostgresEnv = "SWITCHBOARD_TEST_POSTGRES"
+// postgres://127.0.0.1:5432/test?sslmode=disable. .ci/run sets it. Its role
+// must be allowed to create databases.
+const PostgresEnv = freshdb.PostgresEnv
 
-// SQLite returns the URL of a new SQLite file in the test's temporary
+// templates are this binary's migrated templates.
+var templates = freshdb.New(sqlstore.Migrate)
+
+// SQLite returns the URL of a migrated SQLite file in the test's temporary
 // directory.
 func SQLite(t testing.TB) string {
-	return "sqlite:" + filepath.Join(t.TempDir(), "switchboard.db")
+	t.Helper()
+	return templates.SQLite(t)
 }
 
-// Postgres creates a schema of its own for the test, drops it when the test
-// ends, and returns a URL whose search_path points at it.
+// Postgres creates a migrated database of the test's own, drops it when
+// the test ends, and returns its URL (its search_path names the schema of
+// the tables, freshdb.Schema).
 func Postgres(t testing.TB) string {
 	t.Helper()
-	base := os.Getenv(PostgresEnv)
-	if base == "" {
-		t.Skipf("%s is not set: skipping the PostgreSQL run (set it to e.g. postgres://127.0.0.1:5432/test?sslmode=disable)", PostgresEnv)
-	}
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "sbtest_" + hex.EncodeToString(b[:])
-	admin, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
-		admin.Close()
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		admin.Exec("DROP SCHEMA " + schema + " CASCADE")
-		admin.Close()
-	})
-	sep := "?"
-	if strings.Contains(base, "?") {
-		sep = "&"
-	}
-	return base + sep + "search_path=" + schema
+	return templates.Postgres(t)
 }
 
-// ForEach runs fn once on a fresh SQLite database and once on a fresh
-// PostgreSQL schema, in parallel subtests named "sqlite" and "postgres".
+// ForEach runs fn once on a migrated SQLite database and once on a
+// migrated PostgreSQL one, in parallel subtests named "sqlite" and
+// "postgres".
 func ForEach(t *testing.T, fn func(t *testing.T, url string)) {
 	t.Helper()
-	t.Run("sqlite", func(t *testing.T) {
-		t.Parallel()
-		fn(t, SQLite(t))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		fn(t, Postgres(t))
-	})
+	freshdb.ForEach(t, SQLite, Postgres, fn)
+}
+
+// EmptySQLite returns the URL of a SQLite file that does not exist yet, in
+// the test's temporary directory.
+func EmptySQLite(t testing.TB) string { return freshdb.EmptySQLite(t) }
+
+// EmptyPostgres creates an empty schema of the test's own, drops it when
+// the test ends, and returns a URL whose search_path points at it.
+func EmptyPostgres(t testing.TB) string {
+	t.Helper()
+	return freshdb.EmptyPostgres(t)
+}
+
+// ForEachEmpty is ForEach on databases no migration has touched.
+func ForEachEmpty(t *testing.T, fn func(t *testing.T, url string)) {
+	t.Helper()
+	freshdb.ForEach(t, EmptySQLite, EmptyPostgres, fn)
 }
 
 // Exec runs one statement against the database of url, written with `?`
@@ -77,40 +69,12 @@ func ForEach(t *testing.T, fn func(t *testing.T, url string)) {
 // code that expired, say).
 func Exec(t testing.TB, url, query string, args ...any) {
 	t.Helper()
-	db, query := open(t, url, query)
-	defer db.Close()
-	if _, err := db.Exec(query, args...); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
+	freshdb.Exec(t, url, query, args...)
 }
 
 // Count runs a query that returns one number (SELECT COUNT(*) ...)
 // against the database of url, for a test that checks a state no API shows.
 func Count(t testing.TB, url, query string, args ...any) int {
 	t.Helper()
-	db, query := open(t, url, query)
-	defer db.Close()
-	var n int
-	if err := db.QueryRow(query, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return n
-}
-
-// open opens the database of url with a plain driver and rebinds query's
-// placeholders for it.
-func open(t testing.TB, url, query string) (*sql.DB, string) {
-	t.Helper()
-	driver, dsn := "sqlite3", strings.TrimPrefix(url, "sqlite:")
-	if strings.HasPrefix(url, "postgres") {
-		driver, dsn = "pgx", url
-		for n := 1; strings.Contains(query, "?"); n++ {
-			query = strings.Replace(query, "?", "$"+strconv.Itoa(n), 1)
-		}
-	}
-	db, err := sql.Open(driver, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db, query
+	return freshdb.Count(t, url, query, args...)
 }
