@@ -161,7 +161,8 @@ func TestChatEngineBinding(t *testing.T) {
 		}
 
 		// The dashboard's phones page offers the same engines, in live mode.
-		dash, csrf := dashSession(t, s, tn.ID)
+		dash := dashHTTP(t, s, tn.ID)
+		csrf := dash.csrf
 		if code, page := dash.get("/dashboard/phones"); code != 200 || !strings.Contains(page, `id="bind-form"`) ||
 			!strings.Contains(page, `<option value="rcs"`) || strings.Contains(page, `value="private"`) || strings.Contains(page, `value="tw"`) {
 			t.Errorf("the phones page: %d, offers rcs only? %v", code, strings.Contains(page, `<option value="rcs"`))
@@ -169,19 +170,19 @@ func TestChatEngineBinding(t *testing.T) {
 		if code, page := dash.get("/dashboard/test/phones"); code != 200 || strings.Contains(page, `id="bind-form"`) {
 			t.Errorf("the test-mode phones page (%d) offers to bind a number", code)
 		}
-		if res := dash.post("/dashboard/test/phones/bind", url.Values{"csrf": {csrf}, "number": {msgFreshNumber("+1650555XXXX")}, "provider": {"rcs"}}); res.StatusCode != http.StatusForbidden {
+		if res := dash.postAsIs("/dashboard/test/phones/bind", url.Values{"csrf": {csrf}, "number": {msgFreshNumber("+1650555XXXX")}, "provider": {"rcs"}}); res.StatusCode != http.StatusForbidden {
 			t.Errorf("binding in test mode: %d", res.StatusCode)
 		}
 		for _, p := range []string{"private", "tw", "nope"} {
-			if res := dash.post("/dashboard/phones/bind", url.Values{"csrf": {csrf}, "number": {msgFreshNumber("+1650555XXXX")}, "provider": {p}}); res.StatusCode != http.StatusBadRequest {
+			if res := dash.postAsIs("/dashboard/phones/bind", url.Values{"csrf": {csrf}, "number": {msgFreshNumber("+1650555XXXX")}, "provider": {p}}); res.StatusCode != http.StatusBadRequest {
 				t.Errorf("the dashboard binds provider %q: %d", p, res.StatusCode)
 			}
 		}
-		if res := dash.post("/dashboard/phones/bind", url.Values{"csrf": {csrf}, "number": {number}, "provider": {"rcs"}}); res.StatusCode != http.StatusBadRequest {
+		if res := dash.postAsIs("/dashboard/phones/bind", url.Values{"csrf": {csrf}, "number": {number}, "provider": {"rcs"}}); res.StatusCode != http.StatusBadRequest {
 			t.Errorf("the dashboard binds a number the tenant has: %d", res.StatusCode)
 		}
 		dashNumber := msgFreshNumber("+1650555XXXX")
-		res := dash.post("/dashboard/phones/bind", url.Values{"csrf": {csrf}, "number": {dashNumber}, "provider": {"rcs"}})
+		res := dash.postAsIs("/dashboard/phones/bind", url.Values{"csrf": {csrf}, "number": {dashNumber}, "provider": {"rcs"}})
 		if loc := res.Header.Get("Location"); res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/dashboard/phones/") {
 			t.Fatalf("bind on the dashboard: %d, Location %q", res.StatusCode, loc)
 		}

@@ -4,98 +4,12 @@ package main
 // pages as a script (or an attacker) would send and read them.
 
 import (
-	"bytes"
-	"io"
-	"mime/multipart"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 )
-
-// dashSession signs in to tenantID's dashboard with a one-time link over
-// HTTP and returns a client that holds the session (it follows no
-// redirect) and the session's form token.
-func dashSession(t *testing.T, s *server, tenantID string) (*dashRawClient, string) {
-	t.Helper()
-	u, _ := url.Parse(dashboardLink(t, s, tenantID))
-	c := &dashRawClient{t: t, s: s, http: &http.Client{Timeout: 30 * time.Second,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
-	res := c.post("/dashboard/login/link", url.Values{"token": {u.Query().Get("token")}})
-	for _, ck := range res.Cookies() {
-		if ck.Name == "switchboard_session" {
-			c.cookie = ck
-		}
-	}
-	if res.StatusCode != http.StatusSeeOther || c.cookie == nil {
-		t.Fatalf("sign-in by link: %d", res.StatusCode)
-	}
-	_, page := c.get("/dashboard/keys")
-	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]{64})"`).FindStringSubmatch(page)
-	if m == nil {
-		t.Fatal("no form token on the keys page")
-	}
-	return c, m[1]
-}
-
-type dashRawClient struct {
-	t      *testing.T
-	s      *server
-	http   *http.Client
-	cookie *http.Cookie
-}
-
-func (c *dashRawClient) do(req *http.Request) *http.Response {
-	c.t.Helper()
-	if c.cookie != nil {
-		req.AddCookie(c.cookie)
-	}
-	res, err := c.http.Do(req)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return res
-}
-
-func (c *dashRawClient) get(path string) (int, string) {
-	c.t.Helper()
-	req, _ := http.NewRequest("GET", c.s.URL+path, nil)
-	res := c.do(req)
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b)
-}
-
-func (c *dashRawClient) post(path string, form url.Values) *http.Response {
-	c.t.Helper()
-	req, _ := http.NewRequest("POST", c.s.URL+path, strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	res := c.do(req)
-	io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	return res
-}
-
-// postFile posts a multipart form with fields and a file field "file".
-func (c *dashRawClient) postFile(path string, fields map[string]string, file string) int {
-	c.t.Helper()
-	var body bytes.Buffer
-	mw := multipart.NewWriter(&body)
-	for k, v := range fields {
-		mw.WriteField(k, v)
-	}
-	fw, _ := mw.CreateFormFile("file", "contacts.csv")
-	io.WriteString(fw, file)
-	mw.Close()
-	req, _ := http.NewRequest("POST", c.s.URL+path, &body)
-	req.Header.Set("Content-Type", mw.FormDataContentType())
-	res := c.do(req)
-	io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	return res.StatusCode
-}
 
 func TestDashboardHTTP(t *testing.T) {
 	t.Parallel()
@@ -110,7 +24,8 @@ func TestDashboardHTTP(t *testing.T) {
 // is refused with 403 and imports nothing, as urlencoded forms are.
 func dashMultipartToken(t *testing.T, s *server, db string) {
 	tn := newTenant(t, db)
-	c, csrf := dashSession(t, s, tn.ID)
+	c := dashHTTP(t, s, tn.ID)
+	csrf := c.csrf
 	const csv = "phone,name\n+15005550101,Planted\n"
 	if st := c.postFile("/dashboard/test/contacts/import", nil, csv); st != http.StatusForbidden {
 		t.Errorf("an import without the form token: %d, want 403", st)
@@ -139,7 +54,7 @@ func dashSearchIsolation(t *testing.T, s *server, db string) {
 			t.Fatalf("contact %s: %d %s", name, r.Status, r.Raw)
 		}
 	}
-	c, _ := dashSession(t, s, mine.ID)
+	c := dashHTTP(t, s, mine.ID)
 	for _, q := range []string{"ada", "5550123"} {
 		for path, want := range map[string]string{"/dashboard/contacts": "Ada mine live", "/dashboard/test/contacts": "Ada mine test"} {
 			_, page := c.get(path + "?q=" + q)
@@ -157,13 +72,12 @@ func dashSearchIsolation(t *testing.T, s *server, db string) {
 // session signed out elsewhere learns why.
 func dashSignOutEverywhere(t *testing.T, s *server, db string) {
 	tn, other := newTenant(t, db), newTenant(t, db)
-	first, _ := dashSession(t, s, tn.ID)
-	second, csrf2 := dashSession(t, s, tn.ID)
-	third, _ := dashSession(t, s, tn.ID)
-	stranger, csrfStranger := dashSession(t, s, other.ID)
+	first, second, third := dashHTTP(t, s, tn.ID), dashHTTP(t, s, tn.ID), dashHTTP(t, s, tn.ID)
+	stranger := dashHTTP(t, s, other.ID)
+	csrf2, csrfStranger := second.csrf, stranger.csrf
 
 	u, _ := url.Parse(dashboardLink(t, s, tn.ID))
-	res := (&dashRawClient{t: t, s: s, http: second.http}).post("/dashboard/login/link", url.Values{"token": {u.Query().Get("token")}})
+	res := (&dashClient{t: t, s: s, hc: second.hc}).postAsIs("/dashboard/login/link", url.Values{"token": {u.Query().Get("token")}})
 	if loc := res.Header.Get("Location"); !strings.Contains(loc, "notice=other-sessions") {
 		t.Errorf("signing in with other sessions open went to %q, want the other-sessions notice", loc)
 	}
@@ -174,26 +88,25 @@ func dashSignOutEverywhere(t *testing.T, s *server, db string) {
 	}
 	// Another tenant's session cannot end this tenant's sessions.
 	for _, ref := range refs {
-		stranger.post("/dashboard/sessions/end", url.Values{"csrf": {csrfStranger}, "end": {ref[1]}})
+		stranger.postAsIs("/dashboard/sessions/end", url.Values{"csrf": {csrfStranger}, "end": {ref[1]}})
 	}
-	stranger.post("/dashboard/sessions/end", url.Values{"csrf": {csrfStranger}, "end": {"others"}})
-	for _, c := range []*dashRawClient{first, third} {
+	stranger.postAsIs("/dashboard/sessions/end", url.Values{"csrf": {csrfStranger}, "end": {"others"}})
+	for _, c := range []*dashClient{first, third} {
 		if st, _ := c.get("/dashboard/keys"); st != 200 {
 			t.Fatalf("a session after another tenant tried to end it: %d", st)
 		}
 	}
 	// Without the form token: refused.
-	if res := second.post("/dashboard/sessions/end", url.Values{"end": {"others"}}); res.StatusCode != http.StatusForbidden {
+	if res := second.postAsIs("/dashboard/sessions/end", url.Values{"end": {"others"}}); res.StatusCode != http.StatusForbidden {
 		t.Errorf("sign out everywhere without the form token: %d", res.StatusCode)
 	}
-	res = second.post("/dashboard/sessions/end", url.Values{"csrf": {csrf2}, "end": {"others"}})
+	res = second.postAsIs("/dashboard/sessions/end", url.Values{"csrf": {csrf2}, "end": {"others"}})
 	if res.StatusCode != http.StatusSeeOther {
 		t.Fatalf("sign out every other session: %d", res.StatusCode)
 	}
-	for _, c := range []*dashRawClient{first, third} {
+	for _, c := range []*dashClient{first, third} {
 		req, _ := http.NewRequest("GET", s.URL+"/dashboard/keys", nil)
-		res := c.do(req)
-		res.Body.Close()
+		res, _ := c.do(req)
 		if loc := res.Header.Get("Location"); res.StatusCode != http.StatusSeeOther || !strings.Contains(loc, "ended=elsewhere") {
 			t.Errorf("a session signed out from another: %d to %q", res.StatusCode, loc)
 		}
@@ -205,7 +118,7 @@ func dashSignOutEverywhere(t *testing.T, s *server, db string) {
 		t.Errorf("another tenant's session: %d", st)
 	}
 	// Everywhere, this one included.
-	res = second.post("/dashboard/sessions/end", url.Values{"csrf": {csrf2}, "end": {"all"}})
+	res = second.postAsIs("/dashboard/sessions/end", url.Values{"csrf": {csrf2}, "end": {"all"}})
 	if loc := res.Header.Get("Location"); !strings.Contains(loc, "ended=signed-out-everywhere") {
 		t.Errorf("sign out everywhere went to %q", loc)
 	}
@@ -225,8 +138,8 @@ func TestDashboardPairingURL(t *testing.T) {
 	pair := func(t *testing.T, s *server, host string) string {
 		t.Helper()
 		tn := newTenant(t, s.DB)
-		c, csrf := dashSession(t, s, tn.ID)
-		res := c.post("/dashboard/phones", url.Values{"csrf": {csrf}, "number": {msgFreshNumber("+1415XXXXXXX")}, "daily_limit": {"100"}})
+		c := dashHTTP(t, s, tn.ID)
+		res, _ := c.postRes("/dashboard/phones", url.Values{"number": {msgFreshNumber("+1415XXXXXXX")}, "daily_limit": {"100"}})
 		loc := res.Header.Get("Location")
 		if res.StatusCode != http.StatusSeeOther || !strings.Contains(loc, "flash=") {
 			t.Fatalf("add a phone: %d, Location %q", res.StatusCode, loc)
@@ -235,13 +148,11 @@ func TestDashboardPairingURL(t *testing.T) {
 		if host != "" {
 			req.Host = host
 		}
-		res = c.do(req)
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		if res.StatusCode != http.StatusOK || !strings.Contains(string(b), `id="pairing-code">`) {
-			t.Fatalf("the pairing page: %d\n%s", res.StatusCode, b)
+		res, page := c.do(req)
+		if res.StatusCode != http.StatusOK || !strings.Contains(page, `id="pairing-code">`) {
+			t.Fatalf("the pairing page: %d\n%s", res.StatusCode, page)
 		}
-		return string(b)
+		return page
 	}
 	check := func(t *testing.T, what, page string, want, not []string) {
 		t.Helper()

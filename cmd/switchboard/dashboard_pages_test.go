@@ -7,9 +7,11 @@ package main
 // another tenant or environment not found.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -442,45 +444,49 @@ func dashKeyID(t *testing.T, s *server, key string) string {
 	return s.do(t, "GET", "/v1/api-keys", key, nil).List()[0]["id"].(string)
 }
 
-// dashClient is a dashboard session over plain HTTP: its cookie and its
-// form token.
+// dashClient is a dashboard session over plain HTTP, as a script (or an
+// attacker) would hold one: its cookie and its form token. It follows no
+// redirect.
 type dashClient struct {
 	t      *testing.T
 	s      *server
-	cookie *http.Cookie
-	csrf   string
 	hc     *http.Client
+	cookie *http.Cookie // none: a client not signed in
+	csrf   string
 }
 
+// dashHTTP signs in to tenantID's dashboard with a one-time link and
+// returns the session, its form token read from the keys page.
 func dashHTTP(t *testing.T, s *server, tenantID string) *dashClient {
 	t.Helper()
 	u, _ := url.Parse(dashboardLink(t, s, tenantID))
-	c := &dashClient{t: t, s: s, hc: &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
-	res, err := c.hc.PostForm(s.URL+"/dashboard/login/link", url.Values{"token": {u.Query().Get("token")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
+	c := &dashClient{t: t, s: s, hc: &http.Client{Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	res := c.postAsIs("/dashboard/login/link", url.Values{"token": {u.Query().Get("token")}})
 	for _, ck := range res.Cookies() {
 		if ck.Name == "switchboard_session" {
 			c.cookie = ck
 		}
 	}
-	if c.cookie == nil {
-		t.Fatalf("no session cookie")
+	if res.StatusCode != http.StatusSeeOther || c.cookie == nil {
+		t.Fatalf("sign-in by link: %d, session cookie %v", res.StatusCode, c.cookie)
 	}
 	_, page := c.get("/dashboard/keys")
 	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]{64})"`).FindStringSubmatch(page)
 	if m == nil {
-		t.Fatalf("no form token")
+		t.Fatalf("no form token on the keys page")
 	}
 	c.csrf = m[1]
 	return c
 }
 
+// do sends req with the session's cookie and returns the response and its
+// body, read.
 func (c *dashClient) do(req *http.Request) (*http.Response, string) {
 	c.t.Helper()
-	req.AddCookie(c.cookie)
+	if c.cookie != nil {
+		req.AddCookie(c.cookie)
+	}
 	res, err := c.hc.Do(req)
 	if err != nil {
 		c.t.Fatal(err)
@@ -490,6 +496,34 @@ func (c *dashClient) do(req *http.Request) (*http.Response, string) {
 	return res, string(body)
 }
 
+// postAsIs posts form as it is: without the form token, unless form has
+// one.
+func (c *dashClient) postAsIs(path string, form url.Values) *http.Response {
+	c.t.Helper()
+	req, _ := http.NewRequest("POST", c.s.URL+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	res, _ := c.do(req)
+	return res
+}
+
+// postFile posts a multipart form with fields (the form token not added)
+// and a file field "file".
+func (c *dashClient) postFile(path string, fields map[string]string, file string) int {
+	c.t.Helper()
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	for k, v := range fields {
+		mw.WriteField(k, v)
+	}
+	fw, _ := mw.CreateFormFile("file", "contacts.csv")
+	io.WriteString(fw, file)
+	mw.Close()
+	req, _ := http.NewRequest("POST", c.s.URL+path, &body)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	res, _ := c.do(req)
+	return res.StatusCode
+}
+
 func (c *dashClient) get(path string) (int, string) {
 	c.t.Helper()
 	req, _ := http.NewRequest("GET", c.s.URL+path, nil)
@@ -497,6 +531,7 @@ func (c *dashClient) get(path string) (int, string) {
 	return res.StatusCode, body
 }
 
+// postRes posts form with the session's form token.
 func (c *dashClient) postRes(path string, form url.Values) (*http.Response, string) {
 	c.t.Helper()
 	form.Set("csrf", c.csrf)
