@@ -56,32 +56,12 @@ func benchDevicesRun(ctx context.Context, env *benchEnv, o benchOptions, stdout 
 	if n < 1 || rate <= 0 {
 		return errors.New("bench: devices: SWITCHBOARD_BENCH_DEVICES and _RATE must be positive")
 	}
-	dir, err := os.MkdirTemp("", "switchboard-bench-devices-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	db := env.database
-	if strings.HasPrefix(db, "sqlite:") { // a file of its own: the in-process server has the other
-		db = "sqlite:" + filepath.Join(dir, "devices.db")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	debug := ln.Addr().String()
-	ln.Close()
-	child, err := benchStartChild(ctx, env.binary, []string{"--addr", "127.0.0.1:0", "--database", db, "--plans", env.plans,
-		"--log-level", "info", "--phone-offline-after", "2m", "--debug-addr", debug,
-		"--max-conns-per-addr", "0", // every device connects from 127.0.0.1
-	}, env.stderr, "server: ")
+	b, cleanup, err := benchDeviceServer(ctx, env, "devices")
 	if err != nil {
 		return fmt.Errorf("bench: devices: %w", err)
 	}
-	defer child.stop()
-	b := &benchDevicesState{url: child.url, client: &http.Client{Timeout: 30 * time.Second,
-		Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 0}}}
-	child.debug = debug
+	defer cleanup()
+	child, db := b.child, b.db
 	phones, err := env.createTenantIn(ctx, db, "bench devices", "scale")
 	if err != nil {
 		return err
@@ -103,21 +83,29 @@ func benchDevicesRun(ctx context.Context, env *benchEnv, o benchOptions, stdout 
 	if err != nil {
 		return err
 	}
-	liveBefore, rssBefore, err := child.memory(ctx)
+	b.events = make([][]time.Time, n)
+	b.taken = map[string]time.Time{}
+	before, after, err := b.connectMeasured(ctx, codes, 2*time.Second, func(i int) agent.Options {
+		return agent.Options{
+			OnEvent: func(name string, at time.Time) {
+				if name == "MessageEnqueued" {
+					b.mu.Lock()
+					b.events[i] = append(b.events[i], at)
+					b.mu.Unlock()
+				}
+			},
+			OnTake: func(m smsgateway.MobileMessage, at time.Time) {
+				b.mu.Lock()
+				b.taken[m.ID] = at
+				b.mu.Unlock()
+			}}
+	})
 	if err != nil {
 		return err
 	}
-	if err := b.connect(ctx, codes); err != nil {
-		return err
-	}
-	liveAfter, rssAfter, err := child.memory(ctx)
-	if err != nil {
-		return err
-	}
-	report.RSSBeforeMiB, report.RSSAfterMiB = float64(rssBefore)/(1<<20), float64(rssAfter)/(1<<20)
-	report.LiveBeforeMiB, report.LiveAfterMiB = float64(liveBefore)/(1<<20), float64(liveAfter)/(1<<20)
-	report.KiBPerDevice = float64(liveAfter-liveBefore) / float64(n) / 1024
-	report.RSSKiBPerDevice = float64(rssAfter-rssBefore) / float64(n) / 1024
+	report.RSSBeforeMiB, report.RSSAfterMiB = benchMiB(before.rss), benchMiB(after.rss)
+	report.LiveBeforeMiB, report.LiveAfterMiB = benchMiB(before.live), benchMiB(after.live)
+	report.KiBPerDevice, report.RSSKiBPerDevice = benchKiBEach(after.live-before.live, n), benchKiBEach(after.rss-before.rss, n)
 
 	// The steady load, through the devices and then through the simulator.
 	// SWITCHBOARD_BENCH_DEVICES_PROFILE=FILE saves a CPU profile of the
@@ -152,6 +140,8 @@ func benchDevicesRun(ctx context.Context, env *benchEnv, o benchOptions, stdout 
 }
 
 type benchDevicesState struct {
+	child       *benchChild
+	db          string // the server's database
 	url         string
 	key, simKey string
 	client      *http.Client
@@ -168,6 +158,44 @@ type benchDevicesState struct {
 type benchSentInfo struct {
 	start, accepted time.Time
 	device          int
+}
+
+// benchDeviceServer starts the server of a device scenario as a child
+// process (its memory its own) with its pprof on a debug address, on a
+// fresh SQLite file of its own (or env's PostgreSQL), the phone-offline
+// window at 2 minutes and no cap of connections per address (every device
+// connects from 127.0.0.1), with args added; cleanup stops it and removes
+// its files.
+func benchDeviceServer(ctx context.Context, env *benchEnv, name string, args ...string) (_ *benchDevicesState, cleanup func(), err error) {
+	dir, err := os.MkdirTemp("", "switchboard-bench-"+name+"-")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
+	db := env.database
+	if strings.HasPrefix(db, "sqlite:") { // a file of its own: the in-process server has the other
+		db = "sqlite:" + filepath.Join(dir, name+".db")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	debug := ln.Addr().String()
+	ln.Close()
+	child, err := benchStartChild(ctx, env.binary, append([]string{"--addr", "127.0.0.1:0", "--database", db, "--plans", env.plans,
+		"--log-level", "info", "--phone-offline-after", "2m", "--debug-addr", debug, "--max-conns-per-addr", "0"}, args...),
+		env.stderr, "server: ")
+	if err != nil {
+		return nil, nil, err
+	}
+	child.debug = debug
+	b := &benchDevicesState{child: child, db: db, url: child.url, client: &http.Client{Timeout: 30 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
+	return b, func() { child.stop(); os.RemoveAll(dir) }, nil
 }
 
 // call makes one API request and decodes data into out.
@@ -240,30 +268,19 @@ func (b *benchDevicesState) createPhones(ctx context.Context, n int) ([]string, 
 	return codes, nil
 }
 
-// connect pairs a device with every code, runs them all, and waits until
-// the server holds every event stream.
-func (b *benchDevicesState) connect(ctx context.Context, codes []string) error {
-	b.events = make([][]time.Time, len(codes))
-	b.taken = map[string]time.Time{}
+// connect pairs a device with every code, its options those of opts(i)
+// on one shared transport, runs them all, waits until the server holds
+// every event stream, and lets the server settle (goroutines, buffers)
+// for settle before its memory is read.
+func (b *benchDevicesState) connect(ctx context.Context, codes []string, settle time.Duration, opts func(i int) agent.Options) error {
 	transport := &http.Transport{MaxIdleConnsPerHost: 2 * len(codes), IdleConnTimeout: time.Minute,
 		DialContext: (&net.Dialer{Timeout: 10 * time.Second}).DialContext}
 	hc := &http.Client{Transport: transport}
 	b.agents = make([]*agent.Agent, len(codes))
 	for i, code := range codes {
-		i := i
-		a, err := agent.Pair(ctx, agent.Options{URL: b.url + "/api/mobile/v1", HTTP: hc, FinalOnly: true,
-			OnEvent: func(name string, at time.Time) {
-				if name == "MessageEnqueued" {
-					b.mu.Lock()
-					b.events[i] = append(b.events[i], at)
-					b.mu.Unlock()
-				}
-			},
-			OnTake: func(m smsgateway.MobileMessage, at time.Time) {
-				b.mu.Lock()
-				b.taken[m.ID] = at
-				b.mu.Unlock()
-			}}, code)
+		o := opts(i)
+		o.URL, o.HTTP, o.FinalOnly = b.url+"/api/mobile/v1", hc, true
+		a, err := agent.Pair(ctx, o, code)
 		if err != nil {
 			return fmt.Errorf("pair device %d: %w", i, err)
 		}
@@ -286,10 +303,24 @@ func (b *benchDevicesState) connect(ctx context.Context, codes []string) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	// Let the server settle (goroutines, buffers) before its memory is read.
-	time.Sleep(2 * time.Second)
+	time.Sleep(settle)
 	return nil
 }
+
+// connectMeasured is connect between two readings of the server's memory.
+func (b *benchDevicesState) connectMeasured(ctx context.Context, codes []string, settle time.Duration, opts func(i int) agent.Options) (before, after benchMemory, err error) {
+	if before, err = b.child.memory(ctx); err != nil {
+		return before, after, err
+	}
+	if err = b.connect(ctx, codes, settle, opts); err != nil {
+		return before, after, err
+	}
+	after, err = b.child.memory(ctx)
+	return before, after, err
+}
+
+func benchMiB(n int64) float64             { return float64(n) / (1 << 20) }
+func benchKiBEach(n int64, of int) float64 { return float64(n) / float64(of) / 1024 }
 
 // benchDevicesLoad are the figures of one steady load.
 type benchDevicesLoad struct {
@@ -552,24 +583,32 @@ func (c *benchChild) profile(ctx context.Context, path string, d time.Duration) 
 	return f.Close()
 }
 
-// memory returns the child's live memory (heap in use and goroutine stacks,
-// right after a garbage collection, which pprof's heap profile with gc=1
-// makes) and its resident memory, in bytes.
-func (c *benchChild) memory(ctx context.Context) (live, rss int64, err error) {
+// benchMemory is a reading of a child's memory: live is its heap in use
+// and goroutine stacks right after a garbage collection (which pprof's
+// heap profile with gc=1 makes), stacks the stacks' part of it, rss its
+// resident memory; in bytes.
+type benchMemory struct {
+	live, stacks, rss int64
+}
+
+// memory reads the child's memory.
+func (c *benchChild) memory(ctx context.Context) (benchMemory, error) {
+	var m benchMemory
 	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+c.debug+"/debug/pprof/heap?gc=1", nil)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, 0, err
+		return m, err
 	}
 	io.Copy(io.Discard, res.Body)
 	res.Body.Close()
-	m, err := c.metrics(ctx, "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes")
+	v, err := c.metrics(ctx, "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes")
 	if err != nil {
-		return 0, 0, err
+		return m, err
 	}
-	live = int64(m["go_memstats_heap_inuse_bytes"] + m["go_memstats_stack_inuse_bytes"])
-	rss, err = benchRSS(c.pid)
-	return live, rss, err
+	m.stacks = int64(v["go_memstats_stack_inuse_bytes"])
+	m.live = int64(v["go_memstats_heap_inuse_bytes"]) + m.stacks
+	m.rss, err = benchRSS(c.pid)
+	return m, err
 }
 
 // metrics reads the values of the series names (without labels) from the

@@ -13,10 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,33 +32,51 @@ const (
 	benchFleetCPUTarget    = 1.0      // percent of a core per 100 phones at rest
 	benchFleetRestMinimum  = 30 * time.Second
 	benchFleetSettleWindow = 5 * time.Second
+	benchFleetIdleWindow   = 15 * time.Second
 )
+
+// benchSleep waits d, or until ctx ends.
+func benchSleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
 
 // benchFleetReport is the scenario's report, also its --json line.
 type benchFleetReport struct {
-	Scenario       string  `json:"scenario"`
-	Database       string  `json:"database"`
-	Phones         int     `json:"phones"`
-	PingSeconds    float64 `json:"ping_interval_s"`
-	RestSeconds    float64 `json:"rest_seconds"`
-	LoadSeconds    float64 `json:"load_seconds"`
-	Rate           float64 `json:"send_rate_per_s"`
-	LiveBeforeMiB  float64 `json:"server_live_before_mib"`
-	LiveAfterMiB   float64 `json:"server_live_connected_mib"`
+	Scenario      string  `json:"scenario"`
+	Database      string  `json:"database"`
+	Phones        int     `json:"phones"`
+	PingSeconds   float64 `json:"ping_interval_s"`
+	RestSeconds   float64 `json:"rest_seconds"`
+	LoadSeconds   float64 `json:"load_seconds"`
+	Rate          float64 `json:"send_rate_per_s"`
+	LiveBeforeMiB float64 `json:"server_live_before_mib"`
+	LiveAfterMiB  float64 `json:"server_live_connected_mib"`
+	// LiveRestedMiB is the live memory again at the end of the rest.
+	LiveRestedMiB  float64 `json:"server_live_rested_mib"`
 	RSSBeforeMiB   float64 `json:"server_rss_before_mib"`
 	RSSAfterMiB    float64 `json:"server_rss_connected_mib"`
 	KiBPerPhone    float64 `json:"server_kib_per_phone"`
 	RSSKiBPerPhone float64 `json:"server_rss_kib_per_phone"`
+	// StackKiBPerPhone is the goroutine stacks' part of KiBPerPhone.
+	StackKiBPerPhone float64 `json:"server_stack_kib_per_phone"`
 	// CPU is the server process's CPU time over the window, as a percent of
 	// one core, per 100 phones.
-	RestCPUPer100 float64  `json:"rest_cpu_percent_per_100_phones"`
-	LoadCPUPer100 float64  `json:"load_cpu_percent_per_100_phones"`
-	Pings         float64  `json:"pings_stored"`
-	Sent          int      `json:"sent"`
-	Errors        int      `json:"send_errors"`
-	Delivered     int      `json:"sent_by_devices"`
-	Verdicts      []string `json:"verdicts"`
-	Pass          bool     `json:"pass"`
+	RestCPUPer100 float64 `json:"rest_cpu_percent_per_100_phones"`
+	// IdleCPUPercent is the server's CPU before the phones connected, in
+	// percent of one core (not per phone).
+	IdleCPUPercent float64  `json:"idle_cpu_percent"`
+	LoadCPUPer100  float64  `json:"load_cpu_percent_per_100_phones"`
+	Pings          float64  `json:"pings_stored"`
+	Sent           int      `json:"sent"`
+	Errors         int      `json:"send_errors"`
+	Delivered      int      `json:"sent_by_devices"`
+	Verdicts       []string `json:"verdicts"`
+	Pass           bool     `json:"pass"`
 }
 
 func benchFleetRun(ctx context.Context, env *benchEnv, o benchOptions, stdout io.Writer) error {
@@ -84,33 +98,13 @@ func benchFleetRun(ctx context.Context, env *benchEnv, o benchOptions, stdout io
 	if v := env.getenv("SWITCHBOARD_BENCH_FLEET_REST"); v != "" {
 		rest, _ = time.ParseDuration(v)
 	}
-	dir, err := os.MkdirTemp("", "switchboard-bench-fleet-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	db := env.database
-	if strings.HasPrefix(db, "sqlite:") {
-		db = "sqlite:" + filepath.Join(dir, "fleet.db")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	debug := ln.Addr().String()
-	ln.Close()
-	child, err := benchStartChild(ctx, env.binary, []string{"--addr", "127.0.0.1:0", "--database", db, "--plans", env.plans,
-		"--log-level", "info", "--phone-offline-after", "2m", "--phone-ping-interval", ping.String(), "--debug-addr", debug,
-		"--max-conns-per-addr", "0",
-	}, env.stderr, "server: ")
+	b, cleanup, err := benchDeviceServer(ctx, env, "fleet", "--phone-ping-interval", ping.String())
 	if err != nil {
 		return fmt.Errorf("bench: fleet: %w", err)
 	}
-	defer child.stop()
-	child.debug = debug
-	b := &benchDevicesState{url: child.url, client: &http.Client{Timeout: 30 * time.Second,
-		Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
-	tn, err := env.createTenantIn(ctx, db, "bench fleet", "scale")
+	defer cleanup()
+	child := b.child
+	tn, err := env.createTenantIn(ctx, b.db, "bench fleet", "scale")
 	if err != nil {
 		return err
 	}
@@ -124,56 +118,43 @@ func benchFleetRun(ctx context.Context, env *benchEnv, o benchOptions, stdout io
 	if err != nil {
 		return err
 	}
-	liveBefore, rssBefore, err := child.memory(ctx)
-	if err != nil {
-		return err
-	}
-	var sentMu sync.Mutex
-	sentBy := 0
-	transport := &http.Transport{MaxIdleConnsPerHost: 2 * n, IdleConnTimeout: time.Minute,
-		DialContext: (&net.Dialer{Timeout: 10 * time.Second}).DialContext}
-	hc := &http.Client{Transport: transport}
-	agents := make([]*agent.Agent, n)
-	for i, code := range codes {
-		a, err := agent.Pair(ctx, agent.Options{URL: b.url + "/api/mobile/v1", HTTP: hc, FinalOnly: true, PingEvery: ping,
-			Battery: 20 + i%80, OnMessage: func(smsgateway.MobileMessage) { sentMu.Lock(); sentBy++; sentMu.Unlock() }}, code)
-		if err != nil {
-			return fmt.Errorf("bench: fleet: pair device %d: %w", i, err)
-		}
-		agents[i] = a
-		go a.Run(ctx)
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		connected := 0
-		for _, a := range agents {
-			if a.Connected() {
-				connected++
-			}
-		}
-		if connected == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("bench: fleet: only %d of %d devices connected within 2 minutes", connected, n)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	time.Sleep(benchFleetSettleWindow)
-	liveAfter, rssAfter, err := child.memory(ctx)
-	if err != nil {
-		return err
-	}
-	report.LiveBeforeMiB, report.LiveAfterMiB = float64(liveBefore)/(1<<20), float64(liveAfter)/(1<<20)
-	report.RSSBeforeMiB, report.RSSAfterMiB = float64(rssBefore)/(1<<20), float64(rssAfter)/(1<<20)
-	report.KiBPerPhone = float64(liveAfter-liveBefore) / float64(n) / 1024
-	report.RSSKiBPerPhone = float64(rssAfter-rssBefore) / float64(n) / 1024
-
-	// At rest: the devices hold their streams and ping.
 	cpu := func() (float64, error) {
 		m, err := child.metrics(ctx, "process_cpu_seconds_total")
 		return m["process_cpu_seconds_total"], err
 	}
+	// The server without phones, for comparison: its own background work
+	// (sweepers, the delivery and campaign runners) is part of what the
+	// phones' figure at rest counts.
+	idle := min(rest/4, benchFleetIdleWindow)
+	c, err := cpu()
+	if err != nil {
+		return err
+	}
+	t := time.Now()
+	if err := benchSleep(ctx, idle); err != nil {
+		return err
+	}
+	cIdle, err := cpu()
+	if err != nil {
+		return err
+	}
+	report.IdleCPUPercent = (cIdle - c) / time.Since(t).Seconds() * 100
+
+	var sentMu sync.Mutex
+	sentBy := 0
+	before, after, err := b.connectMeasured(ctx, codes, benchFleetSettleWindow, func(i int) agent.Options {
+		return agent.Options{PingEvery: ping, Battery: 20 + i%80,
+			OnMessage: func(smsgateway.MobileMessage) { sentMu.Lock(); sentBy++; sentMu.Unlock() }}
+	})
+	if err != nil {
+		return fmt.Errorf("bench: fleet: %w", err)
+	}
+	report.LiveBeforeMiB, report.LiveAfterMiB = benchMiB(before.live), benchMiB(after.live)
+	report.RSSBeforeMiB, report.RSSAfterMiB = benchMiB(before.rss), benchMiB(after.rss)
+	report.KiBPerPhone, report.RSSKiBPerPhone = benchKiBEach(after.live-before.live, n), benchKiBEach(after.rss-before.rss, n)
+	report.StackKiBPerPhone = benchKiBEach(after.stacks-before.stacks, n)
+
+	// At rest: the devices hold their streams and ping.
 	c0, err := cpu()
 	if err != nil {
 		return err
@@ -185,16 +166,23 @@ func benchFleetRun(ctx context.Context, env *benchEnv, o benchOptions, stdout io
 		if err := child.profile(ctx, path, rest); err != nil {
 			return fmt.Errorf("bench: fleet: profile: %w", err)
 		}
-	} else {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(rest):
-		}
+	} else if err := benchSleep(ctx, rest); err != nil {
+		return err
 	}
 	c1, err := cpu()
 	if err != nil {
 		return err
+	}
+	// Memory again after the rest, once the streams have beaten and the
+	// phones pinged for a while: the figure is the larger of the two.
+	rested, err := child.memory(ctx)
+	if err != nil {
+		return err
+	}
+	report.LiveRestedMiB = benchMiB(rested.live)
+	if rested.live > after.live {
+		report.KiBPerPhone = benchKiBEach(rested.live-before.live, n)
+		report.StackKiBPerPhone = benchKiBEach(rested.stacks-before.stacks, n)
 	}
 	report.RestCPUPer100 = (c1 - c0) / time.Since(t0).Seconds() * 100 / (float64(n) / 100)
 
@@ -254,10 +242,11 @@ func (r *benchFleetReport) verdicts() {
 func (r *benchFleetReport) text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "scenario fleet: %d phones (reference devices) on one node, each pinging every %.0fs, database %s\n", r.Phones, r.PingSeconds, r.Database)
-	fmt.Fprintf(&b, "server memory, live (heap in use + stacks, after a GC): %.1f MiB before the phones connected, %.1f MiB with them: %.1f KiB per phone\n",
-		r.LiveBeforeMiB, r.LiveAfterMiB, r.KiBPerPhone)
+	fmt.Fprintf(&b, "server memory, live (heap in use + stacks, after a GC): %.1f MiB before the phones connected, %.1f MiB with them, %.1f MiB after the rest: %.1f KiB per phone (%.1f KiB of it stacks)\n",
+		r.LiveBeforeMiB, r.LiveAfterMiB, r.LiveRestedMiB, r.KiBPerPhone, r.StackKiBPerPhone)
 	fmt.Fprintf(&b, "server memory, resident: %.1f MiB before, %.1f MiB with them: %.1f KiB per phone\n", r.RSSBeforeMiB, r.RSSAfterMiB, r.RSSKiBPerPhone)
-	fmt.Fprintf(&b, "server CPU at rest (%.0fs): %.2f%% of a core per 100 phones\n", r.RestSeconds, r.RestCPUPer100)
+	fmt.Fprintf(&b, "server CPU at rest (%.0fs): %.2f%% of a core per 100 phones (the server without phones: %.2f%% of a core)\n",
+		r.RestSeconds, r.RestCPUPer100, r.IdleCPUPercent)
 	fmt.Fprintf(&b, "server CPU sending %.0f/s (%.0fs): %.2f%% of a core per 100 phones; %d sent, %d went out from devices, %d errors\n",
 		r.Rate, r.LoadSeconds, r.LoadCPUPer100, r.Sent, r.Delivered, r.Errors)
 	fmt.Fprintf(&b, "pings stored: %.0f\n", r.Pings)

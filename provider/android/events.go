@@ -1,7 +1,11 @@
 package android
 
 import (
+	"context"
+	"errors"
+	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -66,6 +70,16 @@ func (st *streams) add(phoneID, tenantID string) *stream {
 	return c
 }
 
+// end ends the phone's stream on this node, whose device was replaced.
+func (st *streams) end(phoneID string) {
+	st.mu.Lock()
+	if c := st.phones[phoneID]; c != nil {
+		close(c.end)
+		delete(st.phones, phoneID)
+	}
+	st.mu.Unlock()
+}
+
 func (st *streams) remove(phoneID string, c *stream) {
 	st.mu.Lock()
 	if st.phones[phoneID] == c {
@@ -123,115 +137,236 @@ func (st *streams) replacedCount() int64 {
 // MessageEnqueued whenever a message waits for the device, with a comment
 // every keepAlive to keep proxies and the phone's connection awake. Each
 // beat also records the device as seen (so the phone stays online while the
-// stream is open; a write at most every half beat, whatever else the
-// device asks), ends the stream once the device is no longer the phone's,
-// and every other beat looks for work whose wake-up was lost. A newer
-// stream of the phone on this node ends this one, and so does a tenant that
-// may no longer use its phones (suspended, its trial ended).
+// stream is open; a write at most every touchGap, whatever else the device
+// asks), ends the stream once the device is no longer the phone's (found
+// when last-seen is written; at once when this node pairs another), and
+// every other beat looks for work whose wake-up was lost. A newer stream of
+// the phone on this node ends this one, and so does a tenant that may no
+// longer use its phones (suspended, its trial ended).
+//
+// Over HTTP/1.1 the stream leaves the server's request handling once its
+// headers and first comments are out: the connection is hijacked and
+// served by a goroutine of its own (see eventStream.serve), so that what an
+// open stream holds is that goroutine, the connection and its state, not
+// the request's goroutine, buffers and its watcher of the connection,
+// which were most of a phone's memory on the server. A device that closes
+// its stream is then noticed at the next beat. Over HTTP/2 (no hijacking)
+// the handler serves it.
 func (s *Server) events(w http.ResponseWriter, r *http.Request, ph *sb.Phone) error {
 	rc := http.NewResponseController(w)
 	// The server's read and write timeouts are for ordinary requests.
 	rc.SetReadDeadline(time.Time{})
 	rc.SetWriteDeadline(time.Time{})
+	own := r.ProtoMajor == 1 && r.ProtoMinor >= 1
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
+	if own {
+		h.Set("Connection", "close") // the stream's end closes it
+	}
 	w.WriteHeader(http.StatusOK)
 	stream := s.streams.add(ph.ID, ph.TenantID)
-	defer s.streams.remove(ph.ID, stream)
-	wake := stream.wake
 	ctx := r.Context()
 	s.cfg.Log.Info("device connected", "tenant_id", ph.TenantID, "phone_id", ph.ID, "device_id", ph.Device.ID)
-	defer s.cfg.Log.Info("device disconnected", "tenant_id", ph.TenantID, "phone_id", ph.ID, "device_id", ph.Device.ID)
-
-	send := func(chunk string) bool {
-		if _, err := w.Write([]byte(chunk)); err != nil {
-			return false
+	out := streamOut(&handlerOut{w: w, rc: rc})
+	defer func() {
+		if out != nil { // not handed to a goroutine of its own
+			s.streamEnded(ph, stream, nil)
 		}
-		return rc.Flush() == nil
-	}
-	if !send(": connected\n\n") {
+	}()
+
+	if !out.send(": connected\n\n") {
 		return nil
 	}
 	// Settings or webhooks that changed since the device last fetched them
 	// (or that it never fetched since it paired): the app fetches them
 	// again when told.
 	if settings, hooks, err := s.cfg.Store.DeviceConfig(ctx, ph.ID, ph.Device.ID); err == nil {
-		if settings != hashJSON(s.Settings()) && !send("event: SettingsUpdated\ndata: {}\n\n") {
+		if settings != hashJSON(s.Settings()) && !out.send("event: SettingsUpdated\ndata: {}\n\n") {
 			return nil
 		}
-		if hooks != hashJSON(s.webhooks(r, ph)) && !send("event: WebhooksUpdated\ndata: {}\n\n") {
+		if hooks != hashJSON(s.webhooks(r, ph)) && !out.send("event: WebhooksUpdated\ndata: {}\n\n") {
 			return nil
 		}
 	}
-	// The phones of the device's other SIMs are woken through this stream.
-	var phones []*sb.Phone
-	var others []string
-	share := func() { // again every 20 beats: a SIM's phone added since
-		if all, err := s.devicePhones(ctx, ph); err == nil {
-			phones = all
-		} else if phones == nil {
-			phones = []*sb.Phone{ph}
-		}
-		s.streams.unshare(ph.ID, others)
-		others = others[:0]
-		for _, p := range phones[1:] {
-			others = append(others, p.ID)
-		}
-		s.streams.share(ph.ID, others)
+	st := &eventStream{s: s, ph: ph, stream: stream}
+	st.share(ctx)
+	if st.waiting(ctx) {
+		stream.wake <- struct{}{}
 	}
-	share()
-	defer func() { s.streams.unshare(ph.ID, others) }()
-	waiting := func() bool {
-		for _, p := range phones {
-			if busy, err := s.cfg.Store.DeviceWorkWaiting(ctx, p.ID, ph.Device.ID, s.cfg.Now().UTC()); err == nil && busy {
-				return true
-			}
+	if own && s.detach() {
+		if conn, _, err := rc.Hijack(); err != nil {
+			s.detached.Done()
+		} else {
+			out = nil
+			go func() {
+				defer s.detached.Done()
+				o := &connOut{conn: conn}
+				defer o.close()
+				st.serve(context.WithoutCancel(ctx), o)
+				s.streamEnded(ph, stream, st.others)
+			}()
+			return nil
 		}
+	}
+	st.serve(ctx, out)
+	s.streamEnded(ph, stream, st.others)
+	out = nil
+	return nil
+}
+
+// streamEnded forgets a stream that ended.
+func (s *Server) streamEnded(ph *sb.Phone, stream *stream, others []string) {
+	s.streams.unshare(ph.ID, others)
+	s.streams.remove(ph.ID, stream)
+	s.cfg.Log.Info("device disconnected", "tenant_id", ph.TenantID, "phone_id", ph.ID, "device_id", ph.Device.ID)
+}
+
+// streamOut is where a stream's events go: the response (handlerOut) or
+// the hijacked connection (connOut).
+type streamOut interface {
+	// send writes chunk and flushes it; false when the device is gone.
+	send(chunk string) bool
+	// gone reports whether the device closed the stream (the handler's
+	// context says so on its own).
+	gone() bool
+}
+
+type handlerOut struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func (o *handlerOut) send(chunk string) bool {
+	if _, err := o.w.Write([]byte(chunk)); err != nil {
 		return false
 	}
-	if waiting() {
-		wake <- struct{}{}
+	return o.rc.Flush() == nil
+}
+
+func (o *handlerOut) gone() bool { return false }
+
+// connOut writes a stream's events to its hijacked HTTP/1.1 connection, in
+// the chunks of the chunked transfer coding the server began the response
+// with, and ends it with the last chunk.
+type connOut struct {
+	conn net.Conn
+	buf  []byte
+	one  [1]byte
+}
+
+// streamWriteTimeout bounds a write to a hijacked stream: a device that
+// stopped reading is let go.
+const streamWriteTimeout = time.Minute
+
+func (o *connOut) send(chunk string) bool {
+	o.buf = strconv.AppendInt(o.buf[:0], int64(len(chunk)), 16)
+	o.buf = append(append(append(o.buf, "\r\n"...), chunk...), "\r\n"...)
+	o.conn.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	_, err := o.conn.Write(o.buf)
+	if cap(o.buf) > 256 {
+		o.buf = nil
 	}
+	return err == nil
+}
+
+// gone reads what the device sent since the stream began, waiting a
+// moment: nothing (the read times out) means it is still there; the end
+// of its side of the connection, or an error, that it is gone. A device
+// sends nothing on its stream.
+func (o *connOut) gone() bool {
+	o.conn.SetReadDeadline(time.Now().Add(time.Millisecond))
+	_, err := o.conn.Read(o.one[:])
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+}
+
+func (o *connOut) close() {
+	o.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	o.conn.Write([]byte("0\r\n\r\n"))
+	o.conn.Close()
+}
+
+// eventStream is an open stream's state.
+type eventStream struct {
+	s      *Server
+	ph     *sb.Phone
+	stream *stream
+	// phones are those the device speaks for; others the ids of all but
+	// the first, whose wake-ups come to this stream.
+	phones []*sb.Phone
+	others []string
+}
+
+// share makes the wake-ups of the phones of the device's other SIMs come
+// to this stream; again every 20 beats, for a SIM's phone added since.
+func (e *eventStream) share(ctx context.Context) {
+	if all, err := e.s.devicePhones(ctx, e.ph); err == nil {
+		e.phones = all
+	} else if e.phones == nil {
+		e.phones = []*sb.Phone{e.ph}
+	}
+	e.s.streams.unshare(e.ph.ID, e.others)
+	e.others = e.others[:0]
+	for _, p := range e.phones[1:] {
+		e.others = append(e.others, p.ID)
+	}
+	e.s.streams.share(e.ph.ID, e.others)
+}
+
+// waiting reports whether a message waits for the device.
+func (e *eventStream) waiting(ctx context.Context) bool {
+	for _, p := range e.phones {
+		if busy, err := e.s.cfg.Store.DeviceWorkWaiting(ctx, p.ID, e.ph.Device.ID, e.s.cfg.Now().UTC()); err == nil && busy {
+			return true
+		}
+	}
+	return false
+}
+
+// serve runs the stream until it ends.
+func (e *eventStream) serve(ctx context.Context, out streamOut) {
+	s, ph, stream := e.s, e.ph, e.stream
 	beat := time.NewTicker(s.keepAlive)
 	defer beat.Stop()
 	for n := 0; ; {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-s.closing:
-			return nil
+			return
 		case <-stream.end: // a newer stream of the phone took over
-			return nil
+			return
 		case <-stream.check:
 			if s.access(ctx, ph) != nil {
-				return nil // the tenant was suspended
+				return // the tenant was suspended
 			}
-		case <-wake:
-			if !send("event: MessageEnqueued\ndata: {}\n\n") {
-				return nil
+		case <-stream.wake:
+			if !out.send("event: MessageEnqueued\ndata: {}\n\n") {
+				return
 			}
 		case <-beat.C:
 			n++
+			if out.gone() {
+				return
+			}
 			if err := s.access(ctx, ph); err != nil {
-				return nil // the tenant was suspended, or its trial ended
+				return // the tenant was suspended, or its trial ended
 			}
-			if err := s.seen(ctx, ph, s.keepAlive/2); err != nil {
-				return nil // the device was replaced or its phone deleted
+			if err := s.seen(ctx, ph, s.touchGap); err != nil {
+				return // the device was replaced or its phone deleted
 			}
-			if !send(": keep-alive\n\n") {
-				return nil
+			if !out.send(": keep-alive\n\n") {
+				return
 			}
 			if n%20 == 0 {
-				share()
+				e.share(ctx)
 			}
-			if n%2 == 0 {
-				if waiting() {
-					select {
-					case wake <- struct{}{}:
-					default:
-					}
+			if n%2 == 0 && e.waiting(ctx) {
+				select {
+				case stream.wake <- struct{}{}:
+				default:
 				}
 			}
 		}

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/internal/dbtest"
 	"github.com/switchboard/switchboard/provider/android"
@@ -189,4 +192,172 @@ func TestErrorLogHasNoSecret(t *testing.T) {
 	if strings.Contains(logs.String(), secret) || !strings.Contains(logs.String(), `"route":"POST /api/mobile/v1/inbound/{secret}"`) {
 		t.Errorf("the log: %s", logs.String())
 	}
+}
+
+// openStream opens an event stream of token at url and returns the
+// response once its first comment came, and a reader of the rest.
+func openStream(t *testing.T, client *http.Client, url, token string) (*http.Response, *bufio.Reader) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url+android.Prefix+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { res.Body.Close() })
+	br := bufio.NewReader(res.Body)
+	if line, err := br.ReadString('\n'); err != nil || line != ": connected\n" {
+		t.Fatalf("first line of the stream: %q %v", line, err)
+	}
+	return res, br
+}
+
+// TestStreamHijacked: over HTTP/1.1 an event stream leaves the server's
+// request handling (its connection is hijacked: the request's goroutine
+// and buffers are let go) and says so with Connection: close; it still
+// beats, and at shutdown it ends with the chunked coding's last chunk, a
+// clean end for the device.
+func TestStreamHijacked(t *testing.T) {
+	db := openStore(t, dbtest.SQLite(t))
+	srv := android.New(android.Config{Store: db, Routing: sb.Routing{OfflineAfter: 600 * time.Millisecond}})
+	ts := httptest.NewUnstartedServer(srv)
+	var hijacked atomic.Int64
+	ts.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateHijacked {
+			hijacked.Add(1)
+		}
+	}
+	ts.Start()
+	t.Cleanup(func() { srv.Shutdown(); ts.Close() })
+	_, _, code := livePhone(t, db)
+	token := pairToken(t, srv, code)
+
+	res, br := openStream(t, ts.Client(), ts.URL, token)
+	waitFor(t, "the stream's connection hijacked", func() bool { return hijacked.Load() == 1 })
+	if !res.Close || res.Header.Get("Content-Type") != "text/event-stream" {
+		t.Errorf("Connection: close %v, Content-Type %q", res.Close, res.Header.Get("Content-Type"))
+	}
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the stream: %v", err)
+		}
+		if line == ": keep-alive\n" {
+			break
+		}
+	}
+	done := make(chan error, 1)
+	go func() { _, err := io.Copy(io.Discard, br); done <- err }()
+	srv.Shutdown()
+	if err := <-done; err != nil {
+		t.Errorf("the stream's end at shutdown: %v, want a clean end", err)
+	}
+}
+
+// TestClosedStreamNotSeen: a device that closes its stream is not seen
+// again by the stream's beats (its phone goes offline after OfflineAfter),
+// and the stream is gone from the node at the next beat.
+func TestClosedStreamNotSeen(t *testing.T) {
+	db := openStore(t, dbtest.SQLite(t))
+	store := &touchingStore{countingStore: countingStore{DB: db}}
+	reg := prometheus.NewRegistry()
+	// A beat every 200 ms, each writing last-seen (a quarter of 600 ms).
+	srv := android.New(android.Config{Store: store, Routing: sb.Routing{OfflineAfter: 600 * time.Millisecond}, Registry: reg})
+	ts := httptest.NewServer(srv)
+	t.Cleanup(func() { srv.Shutdown(); ts.Close() })
+	_, _, code := livePhone(t, db)
+	token := pairToken(t, srv, code)
+
+	client := &http.Client{Transport: &http.Transport{}}
+	res, _ := openStream(t, client, ts.URL, token)
+	waitFor(t, "two beats' last-seen writes", func() bool { return store.touches.Load() >= 3 })
+	res.Body.Close()
+	closed := store.touches.Load()
+	waitFor(t, "the closed stream gone", func() bool {
+		return gaugeOf(t, reg, "switchboard_device_streams") == 0
+	})
+	// A beat may have been writing as the device closed.
+	if n := store.touches.Load() - closed; n > 1 {
+		t.Errorf("%d last-seen writes after the device closed its stream, want at most 1", n)
+	}
+}
+
+// TestBeatsWriteLastSeenEveryQuarter: an open stream's beats write
+// last-seen at most once every quarter of OfflineAfter, however often they
+// come.
+func TestBeatsWriteLastSeenEveryQuarter(t *testing.T) {
+	db := openStore(t, dbtest.SQLite(t))
+	store := &touchingStore{countingStore: countingStore{DB: db}}
+	srv := android.New(android.Config{Store: store, Routing: sb.Routing{OfflineAfter: 2 * time.Second}})
+	android.SetKeepAlive(srv, 10*time.Millisecond)
+	ts := httptest.NewServer(srv)
+	t.Cleanup(func() { srv.Shutdown(); ts.Close() })
+	_, _, code := livePhone(t, db)
+	token := pairToken(t, srv, code)
+
+	start := time.Now()
+	_, br := openStream(t, ts.Client(), ts.URL, token)
+	for beats := 0; beats < 50; {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if line == ": keep-alive\n" {
+			beats++
+		}
+	}
+	touches, elapsed := store.touches.Load(), time.Since(start)
+	if most := int64(elapsed/(500*time.Millisecond)) + 2; touches > most {
+		t.Errorf("%d last-seen writes in %v of 50 beats, want at most %d (one every quarter of OfflineAfter)", touches, elapsed, most)
+	}
+}
+
+// TestPairingEndsOldStream: pairing another device ends the stream of the
+// device it replaces on this node at once, not when its last-seen is next
+// written.
+func TestPairingEndsOldStream(t *testing.T) {
+	db := openStore(t, dbtest.SQLite(t))
+	// Last-seen written every 15 minutes at most: only the pairing can end
+	// the stream within the test.
+	srv := android.New(android.Config{Store: db, Routing: sb.Routing{OfflineAfter: time.Hour}})
+	ts := httptest.NewServer(srv)
+	t.Cleanup(func() { srv.Shutdown(); ts.Close() })
+	tenantID, phoneID, code := livePhone(t, db)
+	token := pairToken(t, srv, code)
+	_, br := openStream(t, ts.Client(), ts.URL, token)
+	ended := make(chan struct{})
+	go func() { io.Copy(io.Discard, br); close(ended) }()
+
+	pr, err := sb.NewPairing(time.Now().UTC())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SetPairing(context.Background(), tenantID, phoneID, pr); err != nil {
+		t.Fatal(err)
+	}
+	pairToken(t, srv, pr.Code)
+	waitFor(t, "the replaced device's stream ended", func() bool {
+		select {
+		case <-ended:
+			return true
+		default:
+			return false
+		}
+	})
+}
+
+// gaugeOf is the value of the unlabelled gauge name among reg's.
+func gaugeOf(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no %s", name)
+	return 0
 }

@@ -108,7 +108,14 @@ type Server struct {
 	cfg       Config
 	mux       *http.ServeMux
 	keepAlive time.Duration // between keep-alive comments on /events
-	touchGap  time.Duration // the least time between two last-seen writes
+	// touchGap is the least time between two last-seen writes of a phone
+	// on this node (a quarter of OfflineAfter): an open stream, whose
+	// beats would write it every keepAlive, keeps its phone online with
+	// four writes or more in every OfflineAfter.
+	touchGap time.Duration
+	// detached counts the streams served by goroutines of their own
+	// (events): Shutdown waits for them.
+	detached sync.WaitGroup
 
 	streams streams
 	pacing  pacing
@@ -124,9 +131,29 @@ type Server struct {
 	once    sync.Once
 }
 
-// Shutdown ends every open event stream: the server's graceful shutdown
-// waits for handlers, and a stream never ends on its own.
-func (s *Server) Shutdown() { s.once.Do(func() { close(s.closing) }) }
+// Shutdown ends every open event stream, and returns once those served
+// outside a handler (events) have ended: the server's graceful shutdown
+// waits for handlers only, and a stream never ends on its own.
+func (s *Server) Shutdown() {
+	s.mu.Lock()
+	s.once.Do(func() { close(s.closing) })
+	s.mu.Unlock()
+	s.detached.Wait()
+}
+
+// detach counts a stream about to be served outside its handler, unless
+// the server is shutting down.
+func (s *Server) detach() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.closing:
+		return false
+	default:
+		s.detached.Add(1)
+		return true
+	}
+}
 
 // Prefix is where the protocol is served; the URL a person types into the
 // app is https://HOST/api/mobile/v1.
@@ -155,7 +182,7 @@ func New(cfg Config) *Server {
 	cfg.PublicURL = strings.TrimSuffix(cfg.PublicURL, "/")
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), touched: map[string]time.Time{}, closing: make(chan struct{}),
 		keepAlive: min(15*time.Second, cfg.Routing.OfflineAfter/3),
-		touchGap:  min(15*time.Second, cfg.Routing.OfflineAfter/4)}
+		touchGap:  cfg.Routing.OfflineAfter / 4}
 	s.streams.init()
 	s.pacing.init()
 	s.pings.init()
@@ -414,7 +441,10 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	s.pairs.refund(r.Context(), client)
 	s.metrics.pairings.WithLabelValues("paired").Inc()
 	s.cfg.Log.Info("device paired", "tenant_id", ph.TenantID, "phone_id", ph.ID, "device_id", id, "device_name", name)
-	s.streams.wake(ph.ID) // a device paired before ends its stream at its next beat
+	// The stream of a device paired before ends now on this node; on
+	// another, when that node next writes last-seen for it (within
+	// sb.Routing.OfflineAfter/4 and a beat) and finds it replaced.
+	s.streams.end(ph.ID)
 	writeJSON(w, http.StatusCreated, registerResponse{ID: id, Token: token, Login: ph.ID})
 }
 
