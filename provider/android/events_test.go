@@ -254,9 +254,10 @@ func TestStreamHijacked(t *testing.T) {
 	}
 }
 
-// TestClosedStreamNotSeen: a device that closes its stream is not seen
-// again by the stream's beats (its phone goes offline after OfflineAfter),
-// and the stream is gone from the node at the next beat.
+// TestClosedStreamNotSeen: a device that closes its side of its stream is
+// noticed at the next beat, even while its connection still reads: the
+// stream is gone from the node, and its beats no longer record the device
+// as seen (its phone goes offline after OfflineAfter).
 func TestClosedStreamNotSeen(t *testing.T) {
 	db := openStore(t, dbtest.SQLite(t))
 	store := &touchingStore{countingStore: countingStore{DB: db}}
@@ -268,10 +269,19 @@ func TestClosedStreamNotSeen(t *testing.T) {
 	_, _, code := livePhone(t, db)
 	token := pairToken(t, srv, code)
 
-	client := &http.Client{Transport: &http.Transport{}}
-	res, _ := openStream(t, client, ts.URL, token)
+	c, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "GET %s/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", android.Prefix, token)
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("GET /events: %v %v", res, err)
+	}
+	go io.Copy(io.Discard, res.Body) // the device reads on
 	waitFor(t, "two beats' last-seen writes", func() bool { return store.touches.Load() >= 3 })
-	res.Body.Close()
+	c.(*net.TCPConn).CloseWrite()
 	closed := store.touches.Load()
 	waitFor(t, "the closed stream gone", func() bool {
 		return gaugeOf(t, reg, "switchboard_device_streams") == 0
