@@ -581,9 +581,12 @@ func (c *carrierTx) inbound(ctx context.Context, m *sb.Message) error {
 		// A chat engine's user writes to the agent (the brand), not to a
 		// number, and several tenants may share the engine: the text
 		// belongs to the tenant whose phone of the link last wrote to the
-		// user live. No tenant wrote to them: it is dropped.
-		p, err = scanPhone(c.tx.queryRow(ctx, `SELECT `+phoneColsP+` FROM messages m JOIN phones p ON p.id = m.phone_id
-			WHERE p.link = ? AND m.to_number = ? AND m.direction = 'outbound' AND m.environment = 'live' ORDER BY m.id DESC LIMIT 1`, c.link, m.From))
+		// user live. No tenant wrote to them: it is dropped. (From the
+		// link's phones to each one's messages to the user, by the index
+		// messages_tenant_to, not a scan of every message.)
+		p, err = scanPhone(c.tx.queryRow(ctx, `SELECT `+phoneColsP+` FROM phones p JOIN messages m
+			ON m.tenant_id = p.tenant_id AND m.environment = 'live' AND m.to_number = ? AND m.phone_id = p.id
+			WHERE p.link = ? AND m.direction = 'outbound' ORDER BY m.id DESC LIMIT 1`, m.From, c.link))
 		if err == nil {
 			m.To = p.Number
 		}
