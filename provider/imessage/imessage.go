@@ -253,14 +253,16 @@ func (l *Link) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such callback", http.StatusNotFound)
 		return
 	}
-	body, ok := chat.ReadEvent(w, r, MaxEventBytes)
-	if !ok {
-		return
-	}
 	want := l.cfg.WebhookSecret.Reveal()
 	if want == "" || subtle.ConstantTimeCompare([]byte(secret), []byte(want)) != 1 {
 		l.Log.Warn("BlueBubbles webhook with a wrong secret: refused", "remote", r.RemoteAddr)
 		http.Error(w, "wrong secret", http.StatusForbidden)
+		return
+	}
+	// The body is read only once the secret is right: a stranger's post
+	// costs no read.
+	body, ok := chat.ReadEvent(w, r, MaxEventBytes)
+	if !ok {
 		return
 	}
 	var ev Event
