@@ -53,7 +53,8 @@ func pairToken(t *testing.T, h http.Handler, code string) string {
 // TestOneStreamPerPhone: one device token that opens many event streams
 // holds one: each new stream ends the one before it (the attack: one token
 // held 3,000 streams, each a connection, and each wrote last-seen at every
-// beat). Last-seen is written at most once per half beat for the phone.
+// beat). Last-seen is written at most once per half beat for the phone
+// (here every beat, a quarter of OfflineAfter being shorter than a beat).
 func TestOneStreamPerPhone(t *testing.T) {
 	db := openStore(t, dbtest.SQLite(t))
 	store := &touchingStore{countingStore: countingStore{DB: db}}
