@@ -104,17 +104,23 @@ func isDeviceEvent(raw []byte) bool {
 const pingCacheTTL = time.Minute
 
 // pingCache keeps, per node, the phones of the callback secrets it looked
-// up lately (for pings, whose writes are conditional on the device) and the
-// health last written of each phone.
+// up lately (for pings, whose writes are conditional on the device), the
+// health last written of each phone, and the unchanged healths that pings
+// confirmed, waiting to be written together (Server.flushHealth).
 type pingCache struct {
 	mu      sync.Mutex
 	secrets map[string]pingPhone
 	written map[string]pingWritten
+	queued  map[string]pingPhone
+	// writing is held for reading by the writes of healths that changed,
+	// and for writing by those of the confirmed ones.
+	writing sync.RWMutex
 }
 
 type pingPhone struct {
-	phone *sb.Phone
-	at    time.Time
+	phone  *sb.Phone
+	at     time.Time
+	health sb.Health
 }
 
 type pingWritten struct {
@@ -123,7 +129,7 @@ type pingWritten struct {
 }
 
 func (c *pingCache) init() {
-	c.secrets, c.written = map[string]pingPhone{}, map[string]pingWritten{}
+	c.secrets, c.written, c.queued = map[string]pingPhone{}, map[string]pingWritten{}, map[string]pingPhone{}
 }
 
 // phone returns the phone remembered for secret, if within pingCacheTTL.
@@ -146,23 +152,57 @@ func (c *pingCache) remember(secret string, ph *sb.Phone, now time.Time) {
 	c.secrets[secret] = pingPhone{phone: ph, at: now}
 }
 
-// due reports whether h, the health of phone id, is to be written: it
-// differs from the last one written, or that is at least every old. It
-// takes h as written when it says so.
-func (c *pingCache) due(id string, h sb.Health, every time.Duration) bool {
+// What to do with a ping's health (pingCache.verdict).
+type pingVerdict int
+
+const (
+	pingSkip    pingVerdict = iota // as written, lately: nothing
+	pingWrite                      // changed, or the first: written at once
+	pingRefresh                    // as written, that long ago: confirmed with the others (queue)
+)
+
+// verdict says what becomes of h, the health of phone id: written at once
+// when it differs from the last one written (or none was), confirmed when
+// that is at least every old, else nothing. It takes h as written unless
+// it says pingSkip.
+func (c *pingCache) verdict(id string, h sb.Health, every time.Duration) pingVerdict {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	last, ok := c.written[id]
 	same := last.health
 	same.ReportedAt = h.ReportedAt
-	if ok && same == h && h.ReportedAt.Sub(last.at) < every {
-		return false
+	if ok && same == h {
+		if h.ReportedAt.Sub(last.at) < every {
+			return pingSkip
+		}
+		c.written[id] = pingWritten{health: h, at: h.ReportedAt}
+		return pingRefresh
 	}
 	if len(c.written) > 100_000 {
 		c.written = map[string]pingWritten{}
 	}
 	c.written[id] = pingWritten{health: h, at: h.ReportedAt}
-	return true
+	delete(c.queued, id) // an older confirmation is not to overwrite h
+	return pingWrite
+}
+
+// queue keeps h, ph's confirmed health, until takeQueued.
+func (c *pingCache) queue(ph *sb.Phone, h sb.Health) {
+	c.mu.Lock()
+	c.queued[ph.ID] = pingPhone{phone: ph, health: h}
+	c.mu.Unlock()
+}
+
+// takeQueued returns the confirmed healths waiting, and forgets them.
+func (c *pingCache) takeQueued() []pingPhone {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]pingPhone, 0, len(c.queued))
+	for id, p := range c.queued {
+		out = append(out, p)
+		delete(c.queued, id)
+	}
+	return out
 }
 
 func (c *pingCache) forget(id string) {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -123,4 +124,82 @@ func gauge(t *testing.T, reg *prometheus.Registry, name, value string) float64 {
 	}
 	t.Fatalf("no %s{%s}", name, value)
 	return 0
+}
+
+// TestPingHealthConfirmedTogether: a ping that only confirms the health
+// last written (two intervals on) is not written at once but with the
+// others waiting, every half interval while the server runs; a health
+// that changed meanwhile is written at once and never overwritten by an
+// older confirmation.
+func TestPingHealthConfirmedTogether(t *testing.T) {
+	dbtest.ForEach(t, func(t *testing.T, url string) {
+		db := openStore(t, url)
+		tenantID, phoneID, code := livePhone(t, db)
+		var mu sync.Mutex
+		now := time.Now().UTC().Truncate(time.Second)
+		clock := func(d time.Duration) time.Time { mu.Lock(); defer mu.Unlock(); now = now.Add(d); return now }
+		srv := android.New(android.Config{Store: db, Routing: sb.Routing{OfflineAfter: time.Minute, PingInterval: time.Second},
+			Now: func() time.Time { return clock(0) }})
+		t.Cleanup(srv.Shutdown)
+		token := pairToken(t, srv, code)
+		call := func(method, path, body string) *httptest.ResponseRecorder {
+			r := httptest.NewRequest(method, path, strings.NewReader(body))
+			r.Header.Set("Authorization", "Bearer "+token)
+			w := httptest.NewRecorder()
+			srv.ServeHTTP(w, r)
+			return w
+		}
+		var hooks []smsgateway.Webhook
+		if w := call("GET", android.Prefix+"/webhooks", ""); json.Unmarshal(w.Body.Bytes(), &hooks) != nil || len(hooks) < 2 {
+			t.Fatalf("GET /webhooks: %s", w.Body)
+		}
+		path := strings.TrimPrefix(hooks[1].URL, "http://example.com")
+		ping := func(level int) {
+			t.Helper()
+			if w := call("POST", path, pingBody(level, 0, 1, 4, 0)); w.Code != http.StatusNoContent {
+				t.Fatalf("ping: %d %s", w.Code, w.Body)
+			}
+		}
+		health := func() *sb.Health {
+			t.Helper()
+			p, err := db.Phone(context.Background(), tenantID, sb.Live, phoneID)
+			if err != nil || p.Health == nil {
+				t.Fatalf("phone: %v %v", p, err)
+			}
+			return p.Health
+		}
+
+		t0 := clock(0)
+		ping(50)
+		if h := health(); h.BatteryLevel != 50 || !h.ReportedAt.Equal(t0) {
+			t.Fatalf("first ping: %+v", h)
+		}
+		t1 := clock(2500 * time.Millisecond)
+		ping(50) // confirms it: waits
+		if h := health(); !h.ReportedAt.Equal(t0) {
+			t.Fatalf("a confirmation was written at once: %+v", h)
+		}
+		android.FlushHealth(srv)
+		if h := health(); h.BatteryLevel != 50 || !h.ReportedAt.Equal(t1) {
+			t.Fatalf("after the flush: %+v, want reported at %v", h, t1)
+		}
+
+		clock(2500 * time.Millisecond)
+		ping(50) // a confirmation waits...
+		t3 := clock(100 * time.Millisecond)
+		ping(40) // ...and a change is written at once
+		android.FlushHealth(srv)
+		if h := health(); h.BatteryLevel != 40 || !h.ReportedAt.Equal(t3) {
+			t.Fatalf("the change after a confirmation: %+v, want 40%% reported at %v", h, t3)
+		}
+
+		// While the server runs, confirmations are written on their own.
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { srv.Run(ctx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+		t4 := clock(2500 * time.Millisecond)
+		ping(40)
+		waitFor(t, "the confirmation written by the running server", func() bool { return health().ReportedAt.Equal(t4) })
+	})
 }

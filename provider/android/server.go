@@ -1000,6 +1000,9 @@ func parseInboundBody(raw []byte, like string) (*inboundText, string) {
 // those a device took and never reported on (see
 // sqlstore.SweepDeviceMessages and sb.Routing.Sweep).
 func (s *Server) Run(ctx context.Context) {
+	flushed := make(chan struct{})
+	go func() { defer close(flushed); s.flushHealth(ctx) }()
+	defer func() { <-flushed }()
 	every := min(2*time.Second, max(s.cfg.ValidFor/4, 100*time.Millisecond))
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -1069,13 +1072,22 @@ func (s *Server) deviceEvent(ctx context.Context, ph *sb.Phone, raw []byte) bool
 			return true
 		}
 		// A health like the last one written is written again only once
-		// that is two ping intervals old, so that a phone stays short of
-		// ping_late (three) at half the writes.
-		if !s.pings.due(ph.ID, h, 2*s.cfg.Routing.PingInterval) {
+		// that is two ping intervals old, and then not at once but with
+		// the others due (flushHealth): a phone stays short of ping_late
+		// (three intervals) on every node. A health that changed is
+		// written at once.
+		switch s.pings.verdict(ph.ID, h, 2*s.cfg.Routing.PingInterval) {
+		case pingSkip:
 			s.metrics.pings.WithLabelValues("unchanged").Inc()
 			return true
+		case pingRefresh:
+			s.pings.queue(ph, h)
+			return true
 		}
-		if err := s.cfg.Store.RecordHealth(ctx, ph.ID, ph.Device.ID, h); err != nil {
+		s.pings.writing.RLock()
+		err := s.cfg.Store.RecordHealth(ctx, ph.ID, ph.Device.ID, h)
+		s.pings.writing.RUnlock()
+		if err != nil {
 			s.pings.forget(ph.ID)
 			s.cfg.Log.Error("recording a phone's health", "tenant_id", ph.TenantID, "phone_id", ph.ID, "err", err)
 			return true
@@ -1088,6 +1100,59 @@ func (s *Server) deviceEvent(ctx context.Context, ph *sb.Phone, raw []byte) bool
 		return false
 	}
 	return true
+}
+
+// flushHealth writes, every half ping interval until ctx ends (and once
+// more then), the unchanged healths that pings confirmed since: together,
+// so that their writes share commits (sqlstore's group commit), instead of
+// a commit each. A phone's health in the database is therefore confirmed
+// at least every two and a half ping intervals.
+func (s *Server) flushHealth(ctx context.Context) {
+	t := time.NewTicker(max(s.cfg.Routing.PingInterval/2, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.writeConfirmed(context.WithoutCancel(ctx))
+			return
+		case <-t.C:
+			s.writeConfirmed(ctx)
+		}
+	}
+}
+
+// healthWriters bounds the writes of confirmed healths in flight at once.
+const healthWriters = 64
+
+// writeConfirmed writes the confirmed healths waiting. A health that
+// changed meanwhile was written at once, and is not overwritten: its write
+// waits for these, and it removed its phone's confirmation from those
+// waiting.
+func (s *Server) writeConfirmed(ctx context.Context) {
+	s.pings.writing.Lock()
+	defer s.pings.writing.Unlock()
+	todo := s.pings.takeQueued()
+	if len(todo) == 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, healthWriters)
+	for _, p := range todo {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			ph := p.phone
+			if err := s.cfg.Store.RecordHealth(ctx, ph.ID, ph.Device.ID, p.health); err != nil {
+				s.pings.forget(ph.ID)
+				if ctx.Err() == nil {
+					s.cfg.Log.Error("recording a phone's health", "tenant_id", ph.TenantID, "phone_id", ph.ID, "err", err)
+				}
+				return
+			}
+			s.metrics.pings.WithLabelValues("stored").Inc()
+		})
+	}
+	wg.Wait()
 }
 
 // fleetStates counts the android phones by state (online, offline,
