@@ -92,6 +92,17 @@ type Message struct {
 	TTL time.Duration
 }
 
+// ChatFallbackClaim is a chat message of channel auto whose fallback to
+// SMS a node has claimed (sqlstore ClaimChatFallback): who it is to, its
+// status (sent: the chat engine accepted it), the kind and link of the
+// phone that carries it, and whether its engine revoked it already.
+type ChatFallbackClaim struct {
+	MessageID, TenantID, To string
+	Status                  string
+	Kind, Link              string
+	Revoked                 bool
+}
+
 // ChatDeadline returns when m goes again by SMS if its chat engine has not
 // delivered it by then: its TTL after it is due (its ScheduledAt, else its
 // CreatedAt), for a live message of channel auto that went to a chat

@@ -526,7 +526,14 @@ func Run(ctx context.Context, c Config) error {
 		fallbacks := prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_chat_fallbacks_total",
 			Help: "Chat messages of channel auto sent again by SMS because their chat engine did not deliver them within their ttl."})
 		reg.MustRegister(fallbacks)
-		wg.Go(func() { provider.RunChatFallbacks(bgCtx, db, 30*time.Second, log, fallbacks.Inc) })
+		revokers := map[string]provider.Revoker{}
+		for name, e := range chatEngines {
+			if rv, ok := e.(provider.Revoker); ok {
+				revokers[name] = rv
+			}
+		}
+		fb := &provider.Fallbacks{Store: db, Revokers: revokers, Log: log, Fell: fallbacks.Inc}
+		wg.Go(func() { fb.Run(bgCtx, 30*time.Second) })
 	}
 	wg.Go(func() { dispatcher.Run(bgCtx) })
 	wg.Go(func() { runner.Run(bgCtx) })

@@ -9,6 +9,7 @@ type ChatMetrics struct {
 	detects *prometheus.CounterVec
 	sends   *prometheus.CounterVec
 	events  *prometheus.CounterVec
+	revokes *prometheus.CounterVec
 }
 
 // NewChatMetrics registers the metrics on reg (when not nil).
@@ -23,9 +24,12 @@ func NewChatMetrics(reg prometheus.Registerer) *ChatMetrics {
 			Help: "Chat messages handed to a chat engine, by result: accepted, refused, retried, fell_back (refused, and sent again by SMS)."}, []string{"engine", "link", "result"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_chat_events_total",
 			Help: "Events received from a chat engine, by kind: delivered, read, inbound (stored), dropped (inbound from someone no tenant wrote to), ignored."}, []string{"engine", "link", "kind"}),
+		revokes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_chat_revokes_total",
+			Help: "Revokes of chat messages of channel auto not delivered within their ttl, by result: revoked (then sent by SMS), delivered (the engine had delivered it: no SMS), failed (tried again later; no SMS meanwhile)."},
+			[]string{"engine", "link", "result"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.upG, m.detects, m.sends, m.events)
+		reg.MustRegister(m.upG, m.detects, m.sends, m.events, m.revokes)
 	}
 	return m
 }
@@ -58,5 +62,12 @@ func (m *ChatMetrics) Send(engine, link, result string) {
 func (m *ChatMetrics) Event(engine, link, kind string) {
 	if m != nil {
 		m.events.WithLabelValues(engine, link, kind).Inc()
+	}
+}
+
+// Revoke counts a revoke by its result.
+func (m *ChatMetrics) Revoke(engine, link, result string) {
+	if m != nil {
+		m.revokes.WithLabelValues(engine, link, result).Inc()
 	}
 }

@@ -305,3 +305,33 @@ func ReadEvent(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, boo
 	}
 	return body, true
 }
+
+// RevokeResult is what an engine answered when asked to revoke a message it
+// had not delivered within its ttl.
+type RevokeResult int
+
+const (
+	// RevokeFailed: no final answer (5xx, 429, a timeout, any other
+	// error): the message may still be delivered by chat, so it does not go
+	// by SMS now; the revoke is tried again later.
+	RevokeFailed RevokeResult = iota
+	// Revoked: the engine will never deliver the message; it goes by SMS.
+	Revoked
+	// RevokeDelivered: the engine delivered the message already (it is
+	// recorded as delivered); it does not go by SMS.
+	RevokeDelivered
+)
+
+// String is the result as the revokes metric's label.
+func (r RevokeResult) String() string {
+	switch r {
+	case Revoked:
+		return "revoked"
+	case RevokeDelivered:
+		return "delivered"
+	}
+	return "failed"
+}
+
+// Revoked counts a revoke by its result (switchboard_chat_revokes_total).
+func (l *Link) Revoked(r RevokeResult) { l.Opt.Metrics.Revoke(l.Engine, l.Name, r.String()) }

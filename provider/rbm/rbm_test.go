@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	sb "github.com/switchboard/switchboard"
 	"github.com/switchboard/switchboard/internal/dbtest"
 	"github.com/switchboard/switchboard/provider/carrier"
@@ -32,9 +34,13 @@ type fixture struct {
 	tenant *sb.Tenant
 	phone  *sb.Phone
 	events string // the link's events URL
+	reg    *prometheus.Registry
 }
 
-func setup(t *testing.T) *fixture {
+func setup(t *testing.T) *fixture { t.Helper(); return setupOn(t, dbtest.SQLite(t)) }
+
+// setupOn is setup on the database at url.
+func setupOn(t *testing.T, url string) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	fake := rbmtest.New("agent-1")
@@ -45,7 +51,7 @@ func setup(t *testing.T) *fixture {
 	fake.Script(down, rbmtest.Down)
 	fake.Script(slow, rbmtest.Slow)
 	fake.Script(throttled, rbmtest.Throttled)
-	db, err := sqlstore.Open(ctx, dbtest.SQLite(t))
+	db, err := sqlstore.Open(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +72,8 @@ func setup(t *testing.T) *fixture {
 	}
 	cfg := carrier.Config{Name: "rcs", Type: carrier.TypeRBM, BaseURL: fake.URL, AgentID: "agent-1", Window: 4,
 		ServiceAccount: carrier.Secret(fake.KeyFile()), ClientToken: token}
-	link, err := rbm.New(cfg, db, rbm.Options{DetectTimeout: 300 * time.Millisecond, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond})
+	reg := prometheus.NewRegistry()
+	link, err := rbm.New(cfg, db, rbm.Options{Metrics: carrier.NewChatMetrics(reg), DetectTimeout: 300 * time.Millisecond, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +81,7 @@ func setup(t *testing.T) *fixture {
 	go func() { link.Run(ctx); close(done) }()
 	web := httptest.NewServer(link)
 	t.Cleanup(func() { web.Close(); cancel(); <-done; db.Close() })
-	return &fixture{fake: fake, link: link, db: db, tenant: tn, phone: ph, events: web.URL + carrier.Prefix + "rcs/events"}
+	return &fixture{fake: fake, link: link, db: db, tenant: tn, phone: ph, events: web.URL + carrier.Prefix + "rcs/events", reg: reg}
 }
 
 // Detection: 200 chat, 404 sms, 403 sms, 429/5xx/timeout

@@ -25,6 +25,19 @@
 //     platform ignores any agent message sent with an ID that was used by
 //     an earlier message": here a repeat answers 409 ALREADY_EXISTS and
 //     sends nothing.
+//   - DeleteAgentMessage (the revoke): DELETE
+//     /v1/{name=phones/*/agentMessages/*} with agentId, an empty body (REST
+//     reference, phones.agentMessages.delete: "If the RCS for Business
+//     platform successfully revokes a message, then the message is deleted
+//     from the user's message queue and is never delivered (200 OK). A 404
+//     Not Found response means the revocation attempt has failed because
+//     the message was delivered."; the answer on success is an empty JSON
+//     object). The "Revoke messages" guide (guides/build/messages/revoke)
+//     and the samples' rbmApiHelper.revokeMessage make it the step before
+//     "an alternate channel like SMS". Here a message Deliver was called
+//     for answers 404, a pending one 200 once (it is then gone: a second
+//     revoke answers 404, as an id the platform no longer holds), and an
+//     unknown id 404.
 //   - Errors: Google's JSON error {"error": {code, message, status}}.
 //   - OAuth 2: the JWT bearer grant (RFC 7523) at the key file's token_uri,
 //     as golang.org/x/oauth2/jwt makes it; the API wants its access token.
@@ -98,6 +111,8 @@ type Server struct {
 	tokens    map[string]bool
 	sent      []Sent
 	seenIDs   map[string]bool
+	delivered map[string]bool // message ids the user's device received
+	revoked   map[string]bool
 	requests  map[string]int // "GET capabilities" etc. -> count
 	tokenHits int
 }
@@ -109,7 +124,7 @@ func New(agentID string) *Server {
 		panic(err)
 	}
 	s := &Server{AgentID: agentID, Delay: 5 * time.Second, key: key, numbers: map[string]Behaviour{},
-		tokens: map[string]bool{}, seenIDs: map[string]bool{}, requests: map[string]int{}}
+		tokens: map[string]bool{}, seenIDs: map[string]bool{}, delivered: map[string]bool{}, revoked: map[string]bool{}, requests: map[string]int{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
@@ -139,7 +154,7 @@ func (s *Server) behaviour(number string) Behaviour {
 }
 
 // Requests returns how many requests of a kind ("capabilities", "batchGet",
-// "agentMessages", "token") the fake received.
+// "agentMessages", "revoke", "token") the fake received.
 func (s *Server) Requests(kind string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -236,6 +251,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		case r.Method == http.MethodPost && what == "agentMessages":
 			s.count("agentMessages")
 			s.agentMessage(w, r, number)
+		case r.Method == http.MethodDelete && strings.HasPrefix(what, "agentMessages/"):
+			s.count("revoke")
+			s.revoke(w, number, strings.TrimPrefix(what, "agentMessages/"))
 		default:
 			writeError(w, 404, "NOT_FOUND", "Method not found.")
 		}
@@ -306,6 +324,46 @@ func (s *Server) agentMessage(w http.ResponseWriter, r *http.Request, number str
 	}
 	json.NewEncoder(w).Encode(map[string]any{"name": "phones/" + number + "/agentMessages/" + id,
 		"sendTime": time.Now().UTC().Format(time.RFC3339Nano), "contentMessage": msg.ContentMessage})
+}
+
+// Deliver marks the agent message messageID as delivered to the user's
+// device: a revoke of it answers 404 from now on.
+func (s *Server) Deliver(messageID string) {
+	s.mu.Lock()
+	s.delivered[messageID] = true
+	s.mu.Unlock()
+}
+
+// Revoked reports whether the agent message messageID was revoked.
+func (s *Server) Revoked(messageID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.revoked[messageID]
+}
+
+// revoke answers DeleteAgentMessage: 200 {} for a message sent to number
+// and still pending (it is revoked: never delivered), 404 NOT_FOUND for one
+// delivered, revoked already, or never sent.
+func (s *Server) revoke(w http.ResponseWriter, number, id string) {
+	s.mu.Lock()
+	pending := false
+	if !s.delivered[id] && !s.revoked[id] {
+		for _, m := range s.sent {
+			if m.MessageID == id && m.To == number {
+				pending = true
+			}
+		}
+	}
+	if pending {
+		s.revoked[id] = true
+	}
+	s.mu.Unlock()
+	if !pending {
+		writeError(w, 404, "NOT_FOUND", "Requested entity was not found.")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	io.WriteString(w, "{}")
 }
 
 // token answers the JWT bearer grant: the assertion must be signed with
