@@ -375,3 +375,65 @@ func TestChatInboundOwner(t *testing.T) {
 		}
 	})
 }
+
+// A claim holds a due message for its lease (one claimer, due again after
+// it); a revoked message is revoked once, and when no phone can send it by
+// SMS it waits for one (due again after RevokedRetry) instead of staying
+// with the engine that gave it up.
+func TestChatFallbackRevoked(t *testing.T) {
+	eachStore(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		tn := writeTestTenant(t, db)
+		chat := addKindPhone(t, db, tn.ID, "+15557"+strings.Map(func(r rune) rune { return '0' + r%10 }, sb.NewID()[20:26]), sb.PhoneRBM, sb.PhoneOnline, "chat")
+		s := sendOn(tn.ID, sb.Live, sb.ChannelChat, "")
+		s.Auto = true
+		if err := db.AcceptSend(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		id := s.Message.ID
+		later := time.Now().UTC().Add(2 * sb.ChatFallbackAfter)
+		if c, err := db.ClaimChatFallback(ctx, id, s.Message.ChatFallbackAt.Add(-time.Microsecond), time.Minute); c != nil || err != nil {
+			t.Fatalf("claimed before its deadline: %+v %v", c, err)
+		}
+		c, err := db.ClaimChatFallback(ctx, id, later, time.Minute)
+		if err != nil || c == nil {
+			t.Fatalf("claim: %+v %v", c, err)
+		}
+		if c.Link != chat.Link || c.Kind != sb.PhoneRBM || c.To != s.Message.To || c.Status != sb.StatusQueued || c.Revoked || c.TenantID != tn.ID {
+			t.Errorf("claim: %+v", c)
+		}
+		if again, _ := db.ClaimChatFallback(ctx, id, later, time.Minute); again != nil {
+			t.Error("claimed twice within the lease")
+		}
+		if due, _ := db.DueChatFallbacks(ctx, later.Add(time.Minute-time.Microsecond), 10); len(due) != 0 {
+			t.Errorf("due within the lease: %v", due)
+		}
+		if err := db.ChatRevoked(ctx, id, later); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.ChatRevoked(ctx, id, later); err == nil {
+			t.Error("revoked twice")
+		}
+		// No SMS phone: it waits.
+		if moved, err := db.ChatFallback(ctx, id, "revoked", later); moved || err != nil {
+			t.Fatalf("fallback without an SMS phone: %v %v", moved, err)
+		}
+		if due, _ := db.DueChatFallbacks(ctx, later.Add(RevokedRetry-time.Microsecond), 10); len(due) != 0 {
+			t.Errorf("due before RevokedRetry: %v", due)
+		}
+		if due, _ := db.DueChatFallbacks(ctx, later.Add(RevokedRetry), 10); len(due) != 1 {
+			t.Fatalf("a revoked message with no SMS phone is not due again: %v", due)
+		}
+		c, err = db.ClaimChatFallback(ctx, id, later.Add(RevokedRetry), time.Minute)
+		if err != nil || c == nil || !c.Revoked {
+			t.Fatalf("the claim after the revoke: %+v %v", c, err)
+		}
+		sms := addKindPhone(t, db, tn.ID, "+15558"+strings.Map(func(r rune) rune { return '0' + r%10 }, sb.NewID()[20:26]), sb.PhoneSMPP, sb.PhoneOnline, "sms")
+		if moved, err := db.ChatFallback(ctx, id, "revoked", later.Add(RevokedRetry)); !moved || err != nil {
+			t.Fatalf("fallback once an SMS phone is there: %v %v", moved, err)
+		}
+		if got, _ := db.Message(ctx, tn.ID, sb.Live, id); got.PhoneID != sms.ID || got.Channel != sb.ChannelSMS {
+			t.Errorf("after the fallback: %s %s", got.PhoneID, got.Channel)
+		}
+	})
+}
