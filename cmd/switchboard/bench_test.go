@@ -53,6 +53,7 @@ func TestBenchKeysJSON(t *testing.T) {
 }
 
 func TestBenchBadFlags(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"bench", "--scenario", "nope"},
 		{"bench", "--rounds", "0"},

@@ -11,6 +11,7 @@ import (
 // deferred to. Before, a canceled campaign kept its future days full, and
 // the next campaign to one new recipient waited behind it.
 func TestCampaignCancelReleasesLimits(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		s := startServer(t, db, "--plans", tempPlansFile(t, `{"scale": {"new_contacts_per_day": 2}}`))
 		day := time.Now().UTC().Truncate(24 * time.Hour)

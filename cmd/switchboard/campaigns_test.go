@@ -124,6 +124,7 @@ func cmpOnlyMessage(t testing.TB, s *server, key, number string) map[string]any 
 }
 
 func TestCampaignCreateValidation(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		s := startServer(t, db)
 		tn := ctTenant(t, db)
@@ -198,6 +199,7 @@ func TestCampaignCreateValidation(t *testing.T) {
 }
 
 func TestCampaignLifecycle(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		s := startServer(t, db)
 		tn, other := ctTenant(t, db), ctTenant(t, db)
@@ -315,6 +317,7 @@ func (h *cmpHookSink) count(event, number, code string) int {
 // ones are skipped, the others deferred, the rest delivered; a cancel then
 // withdraws the deferred messages, with their webhooks.
 func TestCampaignRules(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		s := startServer(t, db, "--plans", tempPlansFile(t, `{"scale": {"new_contacts_per_day": 5}}`), "--allow-private-webhooks")
 		tn := ctTenant(t, db)
@@ -426,6 +429,7 @@ func TestCampaignRules(t *testing.T) {
 // TestCampaignTemplate: each contact's fields fill the template, over the
 // campaign's data; a contact without a value for a variable is skipped.
 func TestCampaignTemplate(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		s := startServer(t, db)
 		tn := ctTenant(t, db)
@@ -477,6 +481,7 @@ func TestCampaignTemplate(t *testing.T) {
 // expanded, and started again on the same database, finishes the campaign
 // with one message per recipient: the progress is stored with each chunk.
 func TestCampaignResume(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		plans := tempPlansFile(t, `{"scale": {"new_contacts_per_day": 0}}`)
 		tn := ctTenant(t, db)

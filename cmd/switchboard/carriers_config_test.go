@@ -16,6 +16,7 @@ import (
 // TestProvidersFileRefused: serve refuses a providers file with a problem,
 // with one line that names it, and no secret in it.
 func TestProvidersFileRefused(t *testing.T) {
+	t.Parallel()
 	const secret = "hunter2-secret-value"
 	getenv := func(k string) string {
 		if k == "C1_PASSWORD" || k == "TW_TOKEN" {
@@ -81,6 +82,7 @@ func TestProvidersFileRefused(t *testing.T) {
 // TestPhoneAddProvider: phone add --provider binds a number to a link of
 // the providers file; the phone's kind is the link's type.
 func TestPhoneAddProvider(t *testing.T) {
+	t.Parallel()
 	db := sqliteURL(t)
 	tn := newTenant(t, db)
 	providers := writeProviders(t, smppLink("127.0.0.1:1", nil),
@@ -128,6 +130,7 @@ func TestPhoneAddProvider(t *testing.T) {
 // sends from it answer 503 NO_PHONE_AVAILABLE, and what was queued for it
 // stays queued and goes out once the SMSC is back.
 func TestSMPPLinkDown(t *testing.T) {
+	t.Parallel()
 	db := sqliteURL(t)
 	c := startSMPPCase(t, db, nil)
 	addr := c.smsc.Addr()

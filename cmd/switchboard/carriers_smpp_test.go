@@ -183,6 +183,7 @@ func textsOf(subs []smsc.Submit) map[string]int {
 // database: bind, submit, receipts, encodings, long texts, inbound texts,
 // refusals.
 func TestSMPPLink(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		c := startSMPPCase(t, db, nil)
 
@@ -435,6 +436,7 @@ func utf16Units(s string) []uint16 {
 // submit_sm for the pause (1 s, doubling) and every message is delivered
 // once; a link's tps cap spaces its submit_sm.
 func TestSMPPThrottling(t *testing.T) {
+	t.Parallel()
 	db := sqliteURL(t)
 	// A window of 1: the next submit_sm can only be written once the link
 	// has read the answer to the last, so the SMSC's clock shows the pause.
@@ -503,6 +505,7 @@ func TestSMPPThrottling(t *testing.T) {
 // nothing is lost, and a part whose answer was lost is not written again
 // while a receipt shows the SMSC has it: every text reaches the SMSC once.
 func TestSMPPBindDrops(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		c := startSMPPCase(t, db, map[string]any{"window": 10, "in_doubt_resend_after": 2})
 		// The SMSC holds its answers until every message is accepted (the
@@ -563,6 +566,7 @@ func TestSMPPBindDrops(t *testing.T) {
 // delivered, and a part the SMSC took before the kill is not written again
 // (its receipt, on the next bind, settles it).
 func TestSMPPKill(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		sm := &smsc.Server{SystemID: smscSystemID, Password: smscPassword}
 		if err := sm.Start(); err != nil {

@@ -88,6 +88,7 @@ func (c *twilioCase) waitAccepted(t *testing.T, id, body string) twiliotest.Mess
 }
 
 func TestTwilioLink(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		c := startTwilioCase(t, db)
 		sc := c.smpp()

@@ -97,6 +97,7 @@ func (c *chatCase) waitPhone(t *testing.T, key, id string) map[string]any {
 // operator binds, and a carrier link; Android-only fields refused; the
 // number unique within the tenant only; a test key refused.
 func TestChatEngineBinding(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		c := startChatCase(t, db)
 		s := c.s
@@ -205,6 +206,7 @@ func TestChatEngineBinding(t *testing.T) {
 // DELIVERED and READ events deliver the message and set read_at, and the
 // webhooks fire; switchboard_messages_total counts by engine.
 func TestChatEngineEndToEnd(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		c := startChatCase(t, db)
 		s := c.s

@@ -39,6 +39,7 @@ import (
 //     took over are what their log lines say, and each was handed to the
 //     provider again (attempts > 1).
 func TestClusterNodeKilled(t *testing.T) {
+	t.Parallel()
 	db := postgresURL(t)
 	tn := newTenant(t, db, "--plan", "scale")
 
@@ -441,6 +442,7 @@ func scrapeSeriesWith(t *testing.T, client *http.Client, base string) map[string
 // serve refuses liveness timings under which one late beat makes a node
 // dead: --node-dead-after must be at least twice --heartbeat-interval.
 func TestServeLivenessFlags(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		args []string
 		ok   bool

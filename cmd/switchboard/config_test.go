@@ -95,6 +95,7 @@ func TestUsageHidesSecrets(t *testing.T) {
 // environment variables that serve --help lists with their defaults, and a
 // cap below 1 is refused.
 func TestServeScaleOutFlags(t *testing.T) {
+	t.Parallel()
 	var stderr bytes.Buffer
 	run(context.Background(), []string{"serve", "--help"}, noEnv, &stderr, &stderr)
 	for _, want := range []string{

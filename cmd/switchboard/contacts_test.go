@@ -49,6 +49,7 @@ func ctExistingID(r *response) string {
 }
 
 func TestContactCRUD(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		s := startServer(t, db)
 		tn := ctTenant(t, db)
@@ -161,6 +162,7 @@ func ctManyFields(n int) map[string]any {
 // TestContactIsolation: another tenant's contact, and a contact of the other
 // environment, answer 404 CONTACT_NOT_FOUND as if they did not exist.
 func TestContactIsolation(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		s := startServer(t, db)
 		a, b := ctTenant(t, db), ctTenant(t, db)
@@ -190,6 +192,7 @@ func TestContactIsolation(t *testing.T) {
 }
 
 func TestContactListPagination(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		s := startServer(t, db)
 		tn := ctTenant(t, db)
@@ -225,6 +228,7 @@ func TestContactListPagination(t *testing.T) {
 // TestContactOptedOut: opted_out is the recipient's state, changed by STOP
 // and START whether the contact exists before or after.
 func TestContactOptedOut(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		s := startServer(t, db)
 		tn := ctTenant(t, db)
@@ -299,6 +303,7 @@ func ctImport(t testing.TB, s *server, key, csv string) (created, duplicates, in
 }
 
 func TestContactImport(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		s := startServer(t, db)
 		tn := ctTenant(t, db)

@@ -105,6 +105,7 @@ func (p *process) kill() {
 // and checks that every message that got a 202 reaches its final status:
 // delivered, or failed for the failing magic number.
 func TestCrashLosesNoAcceptedMessage(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		tn := newTenant(t, db, "--plan", "scale")
 		// A short lease: on PostgreSQL the restarted node waits out the

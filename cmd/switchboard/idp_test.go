@@ -32,6 +32,7 @@ func jwtHS256(t *testing.T, secret string, claims map[string]any) string {
 // TestIdentityProviderTokens covers the second way to authenticate: a JWT
 // from an external identity provider (TOKEN_EXPIRED, INVALID_TOKEN).
 func TestIdentityProviderTokens(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		const secret = "idp-shared-secret-0123456789abcdef"
 		const iss = "https://idp.example"
@@ -145,6 +146,7 @@ func (tn tenant) keyHints(t *testing.T, s *server) []any {
 // TestTokensRefusedWithoutIdentityProvider: with no identity provider
 // configured, a JWT is just a malformed key.
 func TestTokensRefusedWithoutIdentityProvider(t *testing.T) {
+	t.Parallel()
 	db := sqliteURL(t)
 	s := startServer(t, db)
 	tn := newTenant(t, db)

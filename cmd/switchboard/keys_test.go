@@ -438,6 +438,7 @@ func testKeyCap(t *testing.T, s *server, db string) {
 }
 
 func TestKeyLastUsed(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		s := startServer(t, db)
 		tn := newTenant(t, db, "--plan", "scale") // no rate limit while polling
@@ -486,6 +487,7 @@ func TestKeyLastUsed(t *testing.T) {
 // a key revoked or deactivated through one is refused by the other, which
 // had it cached.
 func TestKeyRevocationAcrossNodes(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		if !strings.HasPrefix(db, "postgres") {
 			t.Skip("several nodes share one database only on PostgreSQL; a SQLite file belongs to one process")

@@ -126,6 +126,7 @@ func TestOpsFlagErrors(t *testing.T) {
 // TestOpsTenantList: every tenant, oldest first, with its plan, status and
 // what its requests get; --status filters.
 func TestOpsTenantList(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		var list []map[string]any
 		cliJSON(t, db, &list, "tenant", "list")
@@ -168,6 +169,7 @@ func TestOpsTenantList(t *testing.T) {
 // TestOpsKeyCreate: an operator's key works on the API at once, in its
 // environment, with its own rate limit; bad input is one line.
 func TestOpsKeyCreate(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		s := startServer(t, db)
 		tn := newTenant(t, db, "--plan", "growth")
@@ -215,6 +217,7 @@ func TestOpsKeyCreate(t *testing.T) {
 // TestOpsPhoneDelete: an operator deletes any tenant's phone by its id; it
 // is gone from the tenant's list and the API.
 func TestOpsPhoneDelete(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		s := startServer(t, db)
 		tn := newTenant(t, db)
@@ -326,6 +329,7 @@ func TestFailedStartReleasesNothing(t *testing.T) {
 // a database a newer version migrated, in one line naming both schema
 // versions and this build's version.
 func TestServeRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		newTenant(t, db)
 		future := sqlstore.SchemaVersion() + 1

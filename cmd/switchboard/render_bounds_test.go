@@ -15,6 +15,7 @@ import (
 )
 
 func TestTemplateDataBounds(t *testing.T) {
+	t.Parallel()
 	runShared(t, nil, []sharedCase{
 		{"sends", func(t *testing.T, s *server, db string) {
 			tn := msgTenant(t, db)

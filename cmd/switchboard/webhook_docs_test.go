@@ -24,6 +24,7 @@ import (
 )
 
 func TestWebhookDocExamples(t *testing.T) {
+	t.Parallel()
 	dir, err := filepath.Abs("../../docs/examples")
 	if err != nil {
 		t.Fatal(err)

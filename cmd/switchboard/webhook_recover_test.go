@@ -15,6 +15,7 @@ import (
 // retry exactly a minute after the attempt ended, and a restart keeps it
 // there (neither lost nor made due early).
 func TestWebhookExtendedRetryPolicy(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		rc := newHookReceiver(t, hookAnswer(http.StatusServiceUnavailable))
 		tn := newTenant(t, db, "--plan", "scale")
@@ -56,6 +57,7 @@ func TestWebhookExtendedRetryPolicy(t *testing.T) {
 // succeeded ones are left alone, and another tenant or environment cannot
 // recover the webhook.
 func TestWebhookRecover(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		var up atomic.Bool
 		rc := newHookReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {

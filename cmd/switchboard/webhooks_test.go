@@ -287,6 +287,7 @@ func verifyHookSignatures(t testing.TB, h hookRequest, secret string) {
 }
 
 func TestWebhookRegistration(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		s := startServer(t, db, hookAllowPrivate)
 		tn := newTenant(t, db, "--plan", "scale")
@@ -434,6 +435,7 @@ func TestWebhookRegistration(t *testing.T) {
 }
 
 func TestWebhookRegistrationRefusesPrivateAddresses(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		s := startServer(t, db) // without --allow-private-webhooks
 		tn := newTenant(t, db, "--plan", "scale")
@@ -477,6 +479,7 @@ func TestWebhookRegistrationRefusesPrivateAddresses(t *testing.T) {
 // that allows it, then restarts the service without the flag: the delivery
 // is refused when it connects, and the receiver gets nothing.
 func TestWebhookConnectTimeRefusal(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		tn := newTenant(t, db, "--plan", "scale")
 		rc := newHookReceiver(t, nil)
@@ -529,6 +532,7 @@ func hookSameJSON(a, b map[string]any) bool {
 // TestWebhookPayloads checks each event's exact payload and both signatures
 // of every delivery.
 func TestWebhookPayloads(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		s := startServer(t, db, hookAllowPrivate)
 		tn := newTenant(t, db, "--plan", "scale")
@@ -598,6 +602,7 @@ func TestWebhookPayloads(t *testing.T) {
 // TestWebhookFanOut checks who gets which event: every subscribed webhook
 // of the tenant and environment, nobody else.
 func TestWebhookFanOut(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		s := startServer(t, db, hookAllowPrivate)
 		a := newTenant(t, db, "--plan", "scale")
@@ -687,6 +692,7 @@ func TestWebhookFanOut(t *testing.T) {
 // The deliveries run side by side, so the test takes as long as the longest
 // (about 15 s), not the sum.
 func TestWebhookRetries(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		s := startServer(t, db, hookAllowPrivate)
 		tn := newTenant(t, db, "--plan", "scale")
@@ -835,6 +841,7 @@ func TestWebhookRetries(t *testing.T) {
 // TestWebhookFailedAttempts: a redirect and a refused connection are
 // failures; the redirect is not followed.
 func TestWebhookFailedAttempts(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		s := startServer(t, db, hookAllowPrivate)
 		tn := newTenant(t, db, "--plan", "scale")
@@ -870,6 +877,7 @@ func TestWebhookFailedAttempts(t *testing.T) {
 // TestWebhookIsolation: an endpoint that hangs does not delay deliveries to
 // another endpoint of the same tenant, and holds at most its own slots.
 func TestWebhookIsolation(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		s := startServer(t, db, hookAllowPrivate)
 		tn := newTenant(t, db, "--plan", "scale")
@@ -908,6 +916,7 @@ func TestWebhookIsolation(t *testing.T) {
 // event is sent while A's endpoint has all its slots taken and the rest of A's
 // 300 events wait, due, in the queue.
 func TestWebhookTenantFairness(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		const backlog = 300
 		s := startServer(t, db, hookAllowPrivate)
@@ -959,6 +968,7 @@ func hookAfter(d time.Duration) <-chan struct{} {
 // TestWebhookRestartMidRetry: a delivery whose first attempt failed is
 // retried by the next server on the same database.
 func TestWebhookRestartMidRetry(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		var mu sync.Mutex
 		var restarted time.Time
@@ -999,6 +1009,7 @@ func TestWebhookRestartMidRetry(t *testing.T) {
 
 // TestWebhookDeliveryLogPagination: the log is newest first, in pages.
 func TestWebhookDeliveryLogPagination(t *testing.T) {
+	t.Parallel()
 	forEachDB(t, func(t *testing.T, db string) {
 		s := startServer(t, db, hookAllowPrivate)
 		tn := newTenant(t, db, "--plan", "scale")
