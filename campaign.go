@@ -35,6 +35,13 @@ const (
 const (
 	ErrorCodeCampaignCanceled = "CAMPAIGN_CANCELED"
 	CanceledReason            = "campaign canceled before the message was sent"
+	// CanceledOnPhoneReason is the failure_reason of a campaign message
+	// that a phone held when its campaign was canceled, and withdrew
+	// before sending it.
+	CanceledOnPhoneReason = "campaign canceled before the message was sent: the phone withdrew it from its queue"
+	// CanceledByPhoneReason is the failure_reason of a message that its
+	// phone's app canceled, unasked, before sending it (its owner did).
+	CanceledByPhoneReason = "the phone's app canceled the message before sending it"
 )
 
 // Campaign is one message sent to many recipients. Its messages are ordinary

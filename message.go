@@ -39,7 +39,11 @@ type Message struct {
 	// HighPriority marks a send with priority "high": handed to its
 	// device before the others, and the app skips its own limits and
 	// delays for it.
-	HighPriority  bool
+	HighPriority bool
+	// Cancelling, on a message handed to a device, says that its cancel
+	// was asked of the device (see CancelOnDevice), which has not
+	// confirmed it yet.
+	Cancelling    bool
 	ID            string
 	TenantID      string
 	Env           Environment
@@ -231,6 +235,16 @@ const (
 	DeviceSent      = "Sent"
 	DeviceDelivered = "Delivered"
 	DeviceFailed    = "Failed"
+	// DeviceCancelled is what the app reports of a message it withdrew
+	// from its queue before sending it, as asked (MessageCancelled, or the
+	// message handed again in state DeviceCancelling): it cancels only
+	// messages still Pending on the phone.
+	DeviceCancelled = "Cancelled"
+	// DeviceCancelling is the state a message is handed to a device in
+	// when its cancel was asked (the app's ProcessingState.Cancelling):
+	// the app cancels it if it is still Pending there, and reports it
+	// Cancelled at once if it never got it.
+	DeviceCancelling = "Cancelling"
 )
 
 // DeviceStateRank orders device states: a report never moves a message to
@@ -243,7 +257,7 @@ func DeviceStateRank(state string) int {
 		return 2
 	case DeviceSent:
 		return 3
-	case DeviceDelivered, DeviceFailed:
+	case DeviceDelivered, DeviceFailed, DeviceCancelled:
 		return 4
 	}
 	return 0

@@ -545,6 +545,28 @@ func ProvesUnsent(rep DeviceReport, prev string) bool {
 		DeviceStateRank(prev) < DeviceStateRank(DeviceProcessed)
 }
 
+// CancelOnDevice reports whether a canceled message that a device holds,
+// whose last reported state is prev, is withdrawn from the device: while
+// the device has not reported it Processed (handed to Android, which may
+// have sent it), the app can still take it out of its queue. One that got
+// that far is not canceled: it stays sent.
+func CancelOnDevice(prev string) bool {
+	return DeviceStateRank(prev) < DeviceStateRank(DeviceProcessed)
+}
+
+// ConfirmsCancel reports whether rep, a device's report on a message whose
+// cancel was asked (cancelAsked) and whose last reported state was prev,
+// makes it canceled (failed with CAMPAIGN_CANCELED): the app's Cancelled,
+// which it reports only for a message it withdrew while Pending, or a
+// report that proves the message unsent (ProvesUnsent: its validUntil
+// passed first), which must not move a canceled message to another phone.
+func ConfirmsCancel(rep DeviceReport, prev string, cancelAsked bool) bool {
+	if !CancelOnDevice(prev) {
+		return false
+	}
+	return (rep.State == DeviceCancelled && rep.SentAt.IsZero()) || (cancelAsked && ProvesUnsent(rep, prev))
+}
+
 // DeviceStatus is the message status that a device state makes: Pending
 // keeps a message queued; Processed (handed to Android, which may have sent
 // it already) and Sent make it sent; Delivered and Failed are final. An
@@ -557,7 +579,7 @@ func DeviceStatus(state string) string {
 		return StatusSent
 	case DeviceDelivered:
 		return StatusDelivered
-	case DeviceFailed:
+	case DeviceFailed, DeviceCancelled:
 		return StatusFailed
 	}
 	return ""

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -324,17 +325,19 @@ func (db *DB) campaignOpen(ctx context.Context, q querier, c *sb.Campaign) (bool
 }
 
 // WithdrawCampaign fails up to limit messages of a canceled campaign that
-// were never handed to the provider or a device (queued, no attempt), with
-// error_code CAMPAIGN_CANCELED and their message.failed events, and marks
-// the campaign withdrawn once none is left. It returns how many it withdrew.
+// no provider or device holds (queued with no attempt, or waiting in the
+// device queue for a device: never handed out, or proven unsent and not
+// handed out again), with error_code CAMPAIGN_CANCELED and their
+// message.failed events, and marks the campaign withdrawn once none is
+// left. It returns how many it withdrew.
 //
-// A withdrawn message gives back what it reserved of the daily limits, on
-// whatever day it was counted (a deferred message, on the day it was
-// deferred to): its count on its phone's counter of that day and, when its
-// creation made the recipient known and nothing else has used the recipient
-// since, the new contact of that day, the recipient becoming unknown again.
-// A recipient that something else has used (another message to it or from
-// it) stays known, and its count stays charged.
+// In the pass that finds none left, the messages a device holds and has
+// not reported Processed (sb.CancelOnDevice) are canceled on the device:
+// their cancel_at is set and their devices are woken, whose event streams
+// say MessageCancelled (see DeviceCancels and ReportDeviceStates).
+//
+// A withdrawn message gives back what it reserved of the daily limits (see
+// releaseWithdrawn).
 func (db *DB) WithdrawCampaign(ctx context.Context, c *sb.Campaign, now time.Time, limit int) (int, error) {
 	lock := ""
 	if db.dialect == Postgres {
@@ -344,64 +347,140 @@ func (db *DB) WithdrawCampaign(ctx context.Context, c *sb.Campaign, now time.Tim
 	err := db.Write(ctx, func(tx *Tx) error {
 		n = 0
 		// The conditions are repeated outside the subquery so that a message
-		// claimed meanwhile (attempts counted) is left alone on PostgreSQL.
+		// claimed or handed to a device meanwhile is left alone on
+		// PostgreSQL.
+		const unheld = `status = 'queued' AND (attempts = 0 OR (device_due IS NOT NULL AND device_id IS NULL))`
 		rows, err := tx.query(ctx, `UPDATE messages SET status = 'failed', failed_at = ?, failure_reason = ?, error_code = ?, run_at = NULL, device_due = NULL
-			WHERE id IN (SELECT id FROM messages WHERE tenant_id = ? AND campaign_id = ? AND status = 'queued' AND attempts = 0 LIMIT ?`+lock+`)
-			AND status = 'queued' AND attempts = 0 RETURNING `+messageCols+`, counted_day, counted_phone`,
+			WHERE id IN (SELECT id FROM messages WHERE tenant_id = ? AND campaign_id = ? AND `+unheld+` LIMIT ?`+lock+`)
+			AND `+unheld+` RETURNING `+messageCols+`, counted_day, counted_phone`,
 			sb.Micros(now), sb.CanceledReason, sb.ErrorCodeCampaignCanceled, c.TenantID, c.ID, limit)
 		if err != nil {
 			return err
 		}
-		var failed []*sb.Message
-		release := map[string]int64{} // "counter\x00day" -> count given back
-		for rows.Next() {
-			var day, phone sql.NullString
-			m, err := scanMessageWith(rows, &day, &phone)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			m.CountedDay = day.String
-			if day.Valid && phone.Valid {
-				release[phoneCounter(phone.String)+"\x00"+day.String]++
-			}
-			failed = append(failed, m)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		failed, err := scanWithdrawn(rows)
+		if err != nil {
 			return err
 		}
-		for _, m := range failed {
-			if m.CountedDay == "" {
-				continue
-			}
-			res, err := tx.exec(ctx, `DELETE FROM recipients WHERE tenant_id = ? AND environment = ? AND number = ? AND reserved_by = ?`,
-				m.TenantID, string(m.Env), m.To, m.ID)
-			if err != nil {
-				return err
-			}
-			if gone, err := res.RowsAffected(); err != nil {
-				return err
-			} else if gone > 0 {
-				release["new_contacts\x00"+m.CountedDay]++
-			}
-		}
-		if err := tx.release(ctx, c.TenantID, c.Env, release); err != nil {
+		if err := tx.releaseWithdrawn(ctx, c.TenantID, c.Env, failed); err != nil {
 			return err
-		}
-		hooks := hookCache{}
-		for _, m := range failed {
-			if err := tx.emit(ctx, hooks, m, sb.EventFailed); err != nil {
-				return err
-			}
 		}
 		n = len(failed)
 		if n < limit {
+			if err := tx.cancelHeld(ctx, c, now); err != nil {
+				return err
+			}
 			_, err = tx.exec(ctx, `UPDATE campaigns SET withdrawn = 1 WHERE id = ?`, c.ID)
 		}
 		return err
 	})
 	return n, err
+}
+
+// withdrawn is a message failed because its campaign was canceled, with
+// the phone whose daily counter it was counted on (counted_phone).
+type withdrawn struct {
+	*sb.Message
+	countedPhone string
+}
+
+// scanWithdrawn reads rows of messageCols, counted_day, counted_phone and
+// closes them.
+func scanWithdrawn(rows *sql.Rows) ([]withdrawn, error) {
+	defer rows.Close()
+	var out []withdrawn
+	for rows.Next() {
+		var day, phone sql.NullString
+		m, err := scanMessageWith(rows, &day, &phone)
+		if err != nil {
+			return nil, err
+		}
+		m.CountedDay = day.String
+		out = append(out, withdrawn{m, phone.String})
+	}
+	return out, rows.Err()
+}
+
+// releaseWithdrawn releases what withdrawn messages of a tenant's environment
+// reserved of the daily limits, on whatever day they were counted (a
+// deferred message, on the day it was deferred to): its count on its
+// phone's counter of that day and, when its creation made the recipient
+// known and nothing else has used the recipient since, the new contact of
+// that day, the recipient becoming unknown again. A recipient that
+// something else has used (another message to it or from it) stays known,
+// and its count stays charged. It then emits message.failed for each.
+func (t *Tx) releaseWithdrawn(ctx context.Context, tenantID string, env sb.Environment, msgs []withdrawn) error {
+	release := map[string]int64{} // "counter\x00day" -> count given back
+	for _, m := range msgs {
+		if m.CountedDay == "" {
+			continue
+		}
+		if m.countedPhone != "" {
+			release[phoneCounter(m.countedPhone)+"\x00"+m.CountedDay]++
+		}
+		res, err := t.exec(ctx, `DELETE FROM recipients WHERE tenant_id = ? AND environment = ? AND number = ? AND reserved_by = ?`,
+			m.TenantID, string(m.Env), m.To, m.ID)
+		if err != nil {
+			return err
+		}
+		if gone, err := res.RowsAffected(); err != nil {
+			return err
+		} else if gone > 0 {
+			release["new_contacts\x00"+m.CountedDay]++
+		}
+	}
+	if err := t.release(ctx, tenantID, env, release); err != nil {
+		return err
+	}
+	hooks := hookCache{}
+	for _, m := range msgs {
+		if err := t.emit(ctx, hooks, m.Message, sb.EventFailed); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cancelHeld asks the devices that hold messages of the canceled campaign
+// c, not reported Processed, to withdraw them (sb.CancelOnDevice): their
+// cancel_at is set, and their phones' devices are woken.
+func (t *Tx) cancelHeld(ctx context.Context, c *sb.Campaign, now time.Time) error {
+	rows, err := t.query(ctx, `SELECT id, phone_id, device_state FROM messages WHERE tenant_id = ? AND campaign_id = ? AND status = 'queued'
+		AND device_id IS NOT NULL AND device_due IS NOT NULL AND cancel_at IS NULL`, c.TenantID, c.ID)
+	if err != nil {
+		return err
+	}
+	var ids []any
+	phones := map[string]bool{}
+	for rows.Next() {
+		var id string
+		var phone, state sql.NullString
+		if err := rows.Scan(&id, &phone, &state); err != nil {
+			rows.Close()
+			return err
+		}
+		if phone.Valid && sb.CancelOnDevice(state.String) {
+			ids = append(ids, id)
+			phones[phone.String] = true
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(ids) == 0 {
+		return err
+	}
+	if _, err := t.exec(ctx, `UPDATE messages SET cancel_at = ? WHERE id IN (`+placeholders(len(ids))+`) AND status = 'queued' AND device_id IS NOT NULL`,
+		append([]any{sb.Micros(now)}, ids...)...); err != nil {
+		return err
+	}
+	for _, id := range slices.Sorted(maps.Keys(phones)) {
+		if err := t.notifyPhone(ctx, id); err != nil {
+			return err
+		}
+	}
+	t.afterCommit(func() {
+		slog.Info("campaign canceled: its messages held by phones are withdrawn from them", "tenant_id", c.TenantID, "campaign_id", c.ID,
+			"messages", len(ids), "phones", len(phones))
+	})
+	return nil
 }
 
 // release takes counts back from daily counters ("counter\x00day" ->

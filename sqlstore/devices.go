@@ -115,20 +115,20 @@ func (t *Tx) deviceMessages(ctx context.Context, where string, args ...any) ([]*
 	if args[len(args)-1].(int) <= 0 {
 		return nil, nil
 	}
-	rows, err := t.query(ctx, `SELECT `+messageCols+`, valid_until, priority FROM messages WHERE `+where, args...)
+	rows, err := t.query(ctx, `SELECT `+messageCols+`, valid_until, priority, cancel_at FROM messages WHERE `+where, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var out []*sb.Message
 	for rows.Next() {
-		var valid sql.NullInt64
+		var valid, cancelAt sql.NullInt64
 		var priority int
-		m, err := scanMessageWith(rows, &valid, &priority)
+		m, err := scanMessageWith(rows, &valid, &priority, &cancelAt)
 		if err != nil {
 			return nil, err
 		}
-		m.ValidUntil, m.PhoneKind, m.HighPriority = optTime(valid), sb.PhoneAndroid, priority > 0
+		m.ValidUntil, m.PhoneKind, m.HighPriority, m.Cancelling = optTime(valid), sb.PhoneAndroid, priority > 0, cancelAt.Valid
 		out = append(out, m)
 	}
 	return out, rows.Err()
@@ -136,14 +136,53 @@ func (t *Tx) deviceMessages(ctx context.Context, where string, args ...any) ([]*
 
 // DeviceWorkWaiting reports whether the phone's device has something to
 // take now (a safety net for a wake-up that was lost): a message that is
-// due, or one it holds past its validUntil without a report, which it is
-// handed again so that it reports.
+// due, or one it holds past its validUntil without a report, or one it
+// holds whose cancel it has not confirmed, which it is handed again so
+// that it reports.
 func (db *DB) DeviceWorkWaiting(ctx context.Context, phoneID, deviceID string, now time.Time) (bool, error) {
 	var n int
 	err := db.queryRow(ctx, `SELECT COUNT(*) FROM messages WHERE phone_id = ? AND device_due IS NOT NULL AND status = 'queued'
-		AND ((device_id IS NULL AND device_due <= ?) OR (device_id = ? AND valid_until <= ?))`,
+		AND ((device_id IS NULL AND device_due <= ?) OR (device_id = ? AND (valid_until <= ? OR cancel_at IS NOT NULL)))`,
 		phoneID, sb.Micros(now), deviceID, sb.Micros(now)).Scan(&n)
 	return n > 0, err
+}
+
+// DeviceCancels returns the ids of the messages the device holds whose
+// cancel was asked of it and that it has not confirmed (nor reported
+// Processed): what its event stream says MessageCancelled for.
+func (db *DB) DeviceCancels(ctx context.Context, deviceID string) ([]string, error) {
+	rows, err := db.query(ctx, `SELECT id FROM messages WHERE device_id = ? AND device_due IS NOT NULL AND cancel_at IS NOT NULL
+		AND status = 'queued' ORDER BY id`, deviceID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// cancelOnDevice makes a message its device withdrew canceled: failed with
+// CAMPAIGN_CANCELED at at, what it reserved of the daily limits given back,
+// and message.failed emitted.
+func (t *Tx) cancelOnDevice(ctx context.Context, id string, at time.Time) error {
+	rows, err := t.query(ctx, `UPDATE messages SET status = 'failed', failed_at = ?, failure_reason = ?, error_code = ?, run_at = NULL, device_due = NULL
+		WHERE id = ? AND status = 'queued' RETURNING `+messageCols+`, counted_day, counted_phone`,
+		sb.Micros(at), sb.CanceledOnPhoneReason, sb.ErrorCodeCampaignCanceled, id)
+	if err != nil {
+		return err
+	}
+	msgs, err := scanWithdrawn(rows)
+	if err != nil || len(msgs) == 0 {
+		return err
+	}
+	return t.releaseWithdrawn(ctx, msgs[0].TenantID, msgs[0].Env, msgs)
 }
 
 // ReportDeviceStates applies what a device reports about messages it holds.
@@ -156,6 +195,11 @@ func (db *DB) DeviceWorkWaiting(ctx context.Context, phoneID, deviceID string, n
 // event. A report that proves the message unsent (sb.ProvesUnsent) moves it
 // to another phone instead of failing it, or fails it when no other phone
 // can take it (this device would report the same again).
+//
+// A message whose cancel was asked of its device (see WithdrawCampaign)
+// becomes canceled, failed with CAMPAIGN_CANCELED, when the device reports
+// it Cancelled, or proves it unsent (sb.ConfirmsCancel); a Cancelled report
+// on a message the device has reported Processed changes nothing.
 //
 // The reports that are outcomes for quarantine (sb.CountsForQuarantine) are
 // added to the phone's recent outcomes, and a phone in rotation whose
@@ -171,8 +215,9 @@ func (db *DB) ReportDeviceStates(ctx context.Context, phoneID, deviceID string, 
 			var status string
 			var state, holder sql.NullString
 			var created int64
-			err := tx.queryRow(ctx, `SELECT status, device_state, device_id, created_at FROM messages WHERE id = ? AND phone_id = ?`,
-				r.MessageID, phoneID).Scan(&status, &state, &holder, &created)
+			var cancelAt sql.NullInt64
+			err := tx.queryRow(ctx, `SELECT status, device_state, device_id, created_at, cancel_at FROM messages WHERE id = ? AND phone_id = ?`,
+				r.MessageID, phoneID).Scan(&status, &state, &holder, &created, &cancelAt)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue
 			}
@@ -184,9 +229,24 @@ func (db *DB) ReportDeviceStates(ctx context.Context, phoneID, deviceID string, 
 			}
 			floor := sb.FromMicros(created)
 			at := sb.DeviceTime(r.At, floor, now)
+			canceled := status == sb.StatusQueued && sb.ConfirmsCancel(r, state.String, cancelAt.Valid)
+			if r.State == sb.DeviceCancelled && !canceled {
+				continue // the app cancels only what it has not processed: a sent message stays sent
+			}
 			if o, ok := sb.CountsForQuarantine(r, state.String); ok {
 				o.At = now
 				outcomes = append(outcomes, o)
+			}
+			if canceled {
+				if cancelAt.Valid {
+					err = tx.cancelOnDevice(ctx, r.MessageID, at)
+				} else { // canceled on the phone by its owner: not sent, and not to be sent
+					err = tx.finish(ctx, []sb.Outcome{{MessageID: r.MessageID, FailureReason: sb.CanceledByPhoneReason, At: at}})
+				}
+				if err != nil {
+					return err
+				}
+				continue
 			}
 			var sentAt time.Time // when the device says the message left it, if it says
 			if !r.SentAt.IsZero() {

@@ -40,6 +40,8 @@ Typed on its standard input, one a line:
   !battery N [charging]         the battery level (0 to 100) its pings report, and a ping now
   !network wifi|cellular|none   the network its pings report, and a ping now
   !fail on|off                  every send fails (a SIM its carrier blocks), or none does
+  !pause on|off                 the messages it takes wait Pending on the phone (a canceled
+                                campaign's are withdrawn from it then), or go to the radio
   !ping                         a health ping now`
 	url := f.string("url", "", "the device API: https://HOST/api/mobile/v1 (required unless --state holds a pairing: then its URL)")
 	code := f.string("code", "", "the pairing code of POST /v1/phones (required unless --state holds a pairing)")
@@ -93,7 +95,8 @@ Typed on its standard input, one a line:
 				text = m.TextMessage.Text
 			}
 			print(map[string]any{"sent": m.ID, "to": m.PhoneNumbers, "text": text})
-		}}
+		},
+		OnCancel: func(id string) { print(map[string]string{"canceled": id}) }}
 	if *insecure {
 		opt.HTTP = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	}
@@ -137,11 +140,12 @@ Typed on its standard input, one a line:
 //	!battery N [charging]   the battery its pings report (and pings now)
 //	!network wifi|cellular|none
 //	!fail on|off            every send fails (a SIM its carrier blocks), or none
+//	!pause on|off           messages wait Pending on the phone, or go out
 //	!ping                   ping now
 func agentCommand(ctx context.Context, a *agent.Agent, line string) error {
 	f := strings.Fields(strings.TrimPrefix(line, "!"))
 	if len(f) == 0 {
-		return errors.New("commands: !battery N [charging], !network wifi|cellular|none, !fail on|off, !ping")
+		return errors.New("commands: !battery N [charging], !network wifi|cellular|none, !fail on|off, !pause on|off, !ping")
 	}
 	switch {
 	case f[0] == "battery" && len(f) >= 2:
@@ -155,9 +159,11 @@ func agentCommand(ctx context.Context, a *agent.Agent, line string) error {
 	case f[0] == "fail" && len(f) == 2 && (f[1] == "on" || f[1] == "off"):
 		a.SetFailing(f[1] == "on")
 		return nil
+	case f[0] == "pause" && len(f) == 2 && (f[1] == "on" || f[1] == "off"):
+		return a.SetPaused(ctx, f[1] == "on")
 	case f[0] == "ping" && len(f) == 1:
 	default:
-		return fmt.Errorf("unknown command %q: !battery N [charging], !network wifi|cellular|none, !fail on|off, !ping", line)
+		return fmt.Errorf("unknown command %q: !battery N [charging], !network wifi|cellular|none, !fail on|off, !pause on|off, !ping", line)
 	}
 	return a.Ping(ctx)
 }

@@ -2,6 +2,7 @@ package android
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -134,7 +135,9 @@ func (st *streams) replacedCount() int64 {
 }
 
 // events is GET /events: a Server-Sent Events stream that says
-// MessageEnqueued whenever a message waits for the device, with a comment
+// MessageEnqueued whenever a message waits for the device, and
+// MessageCancelled for each message it holds whose cancel is asked (once a
+// stream, until the device confirms it), with a comment
 // every keepAlive to keep proxies and the phone's connection awake. Each
 // beat also records the device as seen (so the phone stays online while the
 // stream is open; a write at most every touchGap, whatever else the device
@@ -297,6 +300,50 @@ type eventStream struct {
 	// the first, whose wake-ups come to this stream.
 	phones []*sb.Phone
 	others []string
+	// announced holds the messages this stream said MessageCancelled for
+	// that the device has not confirmed yet (nil while there are none).
+	announced map[string]bool
+}
+
+// cancels says MessageCancelled {"messageId"} for each message the device
+// holds whose cancel it has not confirmed, once a stream: when woken, at
+// its start (DeviceWorkWaiting counts such messages, so again after a
+// reconnect) and whenever a cancel is asked. False when the device is
+// gone.
+func (e *eventStream) cancels(ctx context.Context, out streamOut) bool {
+	ids, err := e.s.cfg.Store.DeviceCancels(ctx, e.ph.Device.ID)
+	if err != nil {
+		return true // the next wake-up or beat tries again
+	}
+	var now map[string]bool
+	for _, id := range ids {
+		if now == nil {
+			now = make(map[string]bool, len(ids))
+		}
+		now[id] = true
+		if e.announced[id] {
+			continue
+		}
+		data, _ := json.Marshal(messageCancelled{MessageID: id})
+		if !out.send("event: " + eventMessageCancelled + "\ndata: " + string(data) + "\n\n") {
+			return false
+		}
+		e.s.metrics.cancels.Inc()
+	}
+	e.announced = now
+	return true
+}
+
+// eventMessageCancelled is the app's event (ExternalEventType) that asks it
+// to cancel a message it holds, if it is still Pending there
+// (EventsReceiver: MessagesService.cancelMessage); the app then reports it
+// Cancelled. Apps before 1.67 do not know it.
+const eventMessageCancelled = "MessageCancelled"
+
+// messageCancelled is the data of MessageCancelled (the app's
+// MessageCancelledEvent.Payload).
+type messageCancelled struct {
+	MessageID string `json:"messageId"`
 }
 
 // share makes the wake-ups of the phones of the device's other SIMs come
@@ -343,7 +390,7 @@ func (e *eventStream) serve(ctx context.Context, out streamOut) {
 				return // the tenant was suspended
 			}
 		case <-stream.wake:
-			if !out.send("event: MessageEnqueued\ndata: {}\n\n") {
+			if !e.cancels(ctx, out) || !out.send("event: MessageEnqueued\ndata: {}\n\n") {
 				return
 			}
 		case <-beat.C:

@@ -10,6 +10,8 @@ import (
 type metrics struct {
 	handed  prometheus.Counter
 	reports *prometheus.CounterVec
+	// cancels counts the MessageCancelled events sent to devices.
+	cancels prometheus.Counter
 	moved   prometheus.Counter
 	unknown prometheus.Counter
 	inbound prometheus.Counter
@@ -34,6 +36,8 @@ func newMetrics(reg prometheus.Registerer, st *streams, fleet func() (states, tr
 	m := metrics{
 		handed: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_device_messages_handed_total",
 			Help: "Messages handed to Android devices (GET /message), not counting hand-outs repeated to the same device."}),
+		cancels: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_device_cancels_sent_total",
+			Help: "MessageCancelled events sent to Android devices: a message a device holds, not yet Processed, whose campaign was canceled (again on each new stream until the device confirms)."}),
 		reports: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_device_reports_total",
 			Help: "Message states reported by Android devices, by state (other: a state the protocol does not know)."}, []string{"state"}),
 		moved: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchboard_device_messages_moved_total",
@@ -68,7 +72,7 @@ func newMetrics(reg prometheus.Registerer, st *streams, fleet func() (states, tr
 			Help: "Event streams (GET /events) open on this node: at most one a phone."}, func() float64 { return float64(st.count()) })
 		replaced := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "switchboard_device_streams_replaced_total",
 			Help: "Event streams ended on this node because a newer stream of the same phone opened."}, func() float64 { return float64(st.replacedCount()) })
-		reg.MustRegister(m.handed, m.reports, m.moved, m.unknown, m.inbound, m.inboundDropped, m.inboundLimited, m.pairings, m.pairingLimited, m.credentials, streams, replaced,
+		reg.MustRegister(m.handed, m.cancels, m.reports, m.moved, m.unknown, m.inbound, m.inboundDropped, m.inboundLimited, m.pairings, m.pairingLimited, m.credentials, streams, replaced,
 			m.pings, m.started, m.presence, &fleetCollector{fleet: fleet})
 	}
 	return m

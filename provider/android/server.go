@@ -46,6 +46,9 @@ type Store interface {
 	TakeDeviceMessages(ctx context.Context, phoneID, deviceID string, lifo bool, now time.Time, validFor time.Duration) (msgs []*sb.Message, fresh int, next time.Time, err error)
 	ReportDeviceStates(ctx context.Context, phoneID, deviceID string, reports []sb.DeviceReport, now time.Time) error
 	DeviceWorkWaiting(ctx context.Context, phoneID, deviceID string, now time.Time) (bool, error)
+	// DeviceCancels returns the messages the device holds whose cancel it
+	// has not confirmed.
+	DeviceCancels(ctx context.Context, deviceID string) ([]string, error)
 	SweepDeviceMessages(ctx context.Context, now time.Time, limit int) (sb.DeviceSweep, error)
 	Inbound(ctx context.Context, m *sb.Message) error
 	// RecordHealth stores what a device said of itself in its ping;
@@ -653,7 +656,11 @@ type messageJSON struct {
 	// skips the app's own limits and delays.
 	Priority   int     `json:"priority,omitempty"`
 	ValidUntil appTime `json:"validUntil"`
-	CreatedAt  appTime `json:"createdAt"`
+	// State is the app's ProcessingState of the message on the server:
+	// "Pending", or "Cancelling" for one whose cancel is asked (the app
+	// withdraws it if it is still Pending there, and reports it Cancelled).
+	State     string  `json:"state"`
+	CreatedAt appTime `json:"createdAt"`
 }
 
 type textJSON struct {
@@ -690,7 +697,7 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request, ph *sb.Phon
 		for _, m := range msgs {
 			out = append(out, messageJSON{ID: m.ID, TextMessage: textJSON{Text: m.Body}, PhoneNumbers: []string{m.To},
 				SimNumber: positiveOrNil(p.SimNumber), WithDeliveryReport: true, ValidUntil: appTime(*m.ValidUntil), CreatedAt: appTime(m.CreatedAt),
-				Priority: priorityOf(m)})
+				Priority: priorityOf(m), State: stateOf(m)})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -720,6 +727,14 @@ func priorityOf(m *sb.Message) int {
 		return PriorityBypass
 	}
 	return 0
+}
+
+// stateOf is the app's ProcessingState a message is handed out in.
+func stateOf(m *sb.Message) string {
+	if m.Cancelling {
+		return sb.DeviceCancelling
+	}
+	return sb.DevicePending
 }
 
 func positiveOrNil(n int) *int {

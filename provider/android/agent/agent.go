@@ -23,6 +23,7 @@ import (
 	"io"
 	"math/big"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -74,6 +75,9 @@ type Options struct {
 	OnTake func(m smsgateway.MobileMessage, at time.Time)
 	// OnMessage, when set, is called for each message the radio sends.
 	OnMessage func(m smsgateway.MobileMessage)
+	// OnCancel, when set, is called for each message the agent cancels
+	// (the server asked, and it was still Pending on the phone).
+	OnCancel func(id string)
 	// PingEvery, when set, makes Run post a system:ping (the phone's
 	// health: SetBattery, SetNetwork) at this interval, as the app does at
 	// the interval of its ping setting.
@@ -113,10 +117,19 @@ type Agent struct {
 	network  int // the app's transport flags: 2 cellular, 4 wifi; 0 none
 	failing  bool
 	failedAt []time.Time // when sends failed, for messages:failed
+	// paused holds the messages taken Pending on the phone: none goes to
+	// the radio until SetPaused(false), as an app whose own queue waits
+	// (its send limits or delays).
+	paused bool
 }
 
 type held struct {
-	msg   smsgateway.MobileMessage
+	msg smsgateway.MobileMessage
+	// radio is set once the message is given to the radio's queue (it is
+	// still Pending, and can be canceled, until the radio takes it).
+	radio bool
+	// state is the message's state on the phone: "" while it is Pending
+	// (taken, not yet handed to the radio).
 	sent  int // times the radio sent it: more than 1 would be a duplicate
 	state smsgateway.ProcessingState
 	err   string
@@ -395,7 +408,7 @@ func (a *Agent) stream(ctx context.Context) error {
 	}
 	pull() // on connect, as the app does
 	sc := bufio.NewScanner(res.Body)
-	event, data := "", false
+	event, data, payload := "", false, ""
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
@@ -414,14 +427,22 @@ func (a *Agent) stream(ctx context.Context) error {
 					go a.Settings(ctx)
 				case "WebhooksUpdated":
 					go a.Webhooks(ctx)
+				case eventMessageCancelled: // as the app: cancel it if still Pending
+					var p messageCancelled
+					if json.Unmarshal([]byte(payload), &p) == nil && p.MessageID != "" {
+						go a.cancel(ctx, p.MessageID)
+					}
 				}
 			}
-			event, data = "", false
+			event, data, payload = "", false, ""
 		case strings.HasPrefix(line, ":"):
 		case strings.HasPrefix(line, "event:"):
 			event = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
 		case strings.HasPrefix(line, "data:"):
-			data = true
+			if data {
+				payload += "\n"
+			}
+			data, payload = true, payload+strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " ")
 		}
 	}
 	return sc.Err()
@@ -469,15 +490,26 @@ func (a *Agent) Pull(ctx context.Context) error {
 			return err
 		}
 	}
-	var msgs smsgateway.MobileGetMessagesResponse
+	var msgs []mobileMessage
 	if err := a.call(ctx, "GET", "/message?order="+a.opt.Order, "", nil, &msgs); err != nil {
 		return err
 	}
 	at := time.Now()
-	var fresh, again []string
+	var fresh, again, cancel, unknown []string
 	var taken []smsgateway.MobileMessage
 	a.mu.Lock()
-	for _, m := range msgs {
+	for _, mm := range msgs {
+		m := mm.MobileMessage
+		if mm.State == stateCancelling { // as the app's GatewayService.processMessage
+			if _, ok := a.held[m.ID]; ok {
+				cancel = append(cancel, m.ID)
+			} else if !a.opt.Hold {
+				// Never got it: nothing to cancel, reported Cancelled.
+				a.held[m.ID] = &held{msg: m, state: stateCancelled, at: map[string]time.Time{string(stateCancelled): at}}
+				unknown = append(unknown, m.ID)
+			}
+			continue
+		}
 		if h, ok := a.held[m.ID]; ok {
 			h.offers = append(h.offers, ptrTime(m.ValidUntil))
 			if h.state != "" {
@@ -489,10 +521,24 @@ func (a *Agent) Pull(ctx context.Context) error {
 		fresh = append(fresh, m.ID)
 		taken = append(taken, m)
 	}
+	paused := a.paused
+	if !a.opt.Hold && !paused {
+		for _, id := range fresh {
+			a.held[id].radio = true
+		}
+	}
 	a.mu.Unlock()
 	if a.opt.OnTake != nil {
 		for _, m := range taken {
 			a.opt.OnTake(m, at)
+		}
+	}
+	for _, id := range cancel {
+		a.cancel(ctx, id)
+	}
+	if len(unknown) > 0 {
+		if err := a.report(ctx, unknown); err != nil {
+			return err
 		}
 	}
 	if len(again) > 0 {
@@ -500,10 +546,75 @@ func (a *Agent) Pull(ctx context.Context) error {
 			return err
 		}
 	}
-	if a.opt.Hold || len(fresh) == 0 {
+	if a.opt.Hold || paused || len(fresh) == 0 {
 		return nil
 	}
 	return a.send(ctx, fresh)
+}
+
+// The app's wire names for cancels, which client-go v1.9 lacks: the event
+// (ExternalEventType.MessageCancelled) and its data
+// (MessageCancelledEvent.Payload), and the states (ProcessingState) of a
+// message whose cancel is asked and of one canceled.
+const (
+	eventMessageCancelled                            = "MessageCancelled"
+	stateCancelling       smsgateway.ProcessingState = "Cancelling"
+	stateCancelled        smsgateway.ProcessingState = "Cancelled"
+)
+
+type messageCancelled struct {
+	MessageID string `json:"messageId"`
+}
+
+// mobileMessage is a message of GET /message with its state on the server
+// (the app's GatewayApi.Message.state).
+type mobileMessage struct {
+	smsgateway.MobileMessage
+	State smsgateway.ProcessingState `json:"state"`
+}
+
+// cancel withdraws the message id as the app's MessagesService.cancelMessage
+// does: only one still Pending on the phone (taken, not handed to the
+// radio), which it reports Cancelled; one it does not have, or that went
+// further, is left as it is. A Hold agent (a phone that vanished) does
+// nothing. It reports whether it canceled the message.
+func (a *Agent) cancel(ctx context.Context, id string) bool {
+	a.mu.Lock()
+	h := a.held[id]
+	if h == nil || h.state != "" || a.opt.Hold {
+		a.mu.Unlock()
+		return false
+	}
+	h.state, h.at[string(stateCancelled)] = stateCancelled, time.Now()
+	a.mu.Unlock()
+	if a.opt.OnCancel != nil {
+		a.opt.OnCancel(id)
+	}
+	a.report(ctx, []string{id})
+	return true
+}
+
+// SetPaused holds the messages the agent takes Pending on the phone (true),
+// as an app whose own queue waits, so that they can be canceled; false
+// sends those waiting, and those taken from then on.
+func (a *Agent) SetPaused(ctx context.Context, paused bool) error {
+	a.mu.Lock()
+	a.paused = paused
+	var ids []string
+	if !paused && !a.opt.Hold {
+		for id, h := range a.held {
+			if h.state == "" && !h.radio {
+				h.radio = true
+				ids = append(ids, id)
+			}
+		}
+	}
+	a.mu.Unlock()
+	if len(ids) == 0 {
+		return nil
+	}
+	slices.Sort(ids)
+	return a.send(ctx, ids)
 }
 
 // send runs the radio for ids: each is processed (handed to the radio),
@@ -528,7 +639,7 @@ func (a *Agent) send(ctx context.Context, ids []string) error {
 			h := a.held[id]
 			before := h.state
 			switch {
-			case h.state == failed || h.state == delivered:
+			case h.state == failed || h.state == delivered || h.state == stateCancelled:
 			case step == processed && h.msg.ValidUntil != nil && now.After(*h.msg.ValidUntil):
 				h.state, h.err = failed, "TTL expired"
 			case step == sent && (a.failing || chance(a.opt.FailShare)):
