@@ -94,7 +94,7 @@ func TestCancelReachesDevice(t *testing.T) {
 		var mu sync.Mutex
 		var events, canceled []string
 		opt := agent.Options{URL: ts.URL + android.Prefix,
-			OnEvent: func(name string, _ time.Time) { mu.Lock(); events = append(events, name); mu.Unlock() },
+			OnEvent:  func(name string, _ time.Time) { mu.Lock(); events = append(events, name); mu.Unlock() },
 			OnCancel: func(id string) { mu.Lock(); canceled = append(canceled, id); mu.Unlock() }}
 		a, err := agent.Pair(context.Background(), opt, code)
 		if err != nil {
