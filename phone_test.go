@@ -434,3 +434,42 @@ func TestQuarantinedPhoneTakesNothing(t *testing.T) {
 		t.Error("NoPhoneWait waits for a quarantined phone, which only the tenant brings back")
 	}
 }
+
+// TestCancelOnDevice: a canceled message is withdrawn from its device only
+// while the device has not reported it Processed; the device's Cancelled
+// confirms it, and so does a TTL-expired proof that it was not sent, but
+// only when the cancel was asked; nothing confirms a cancel once the
+// message got as far as Processed.
+func TestCancelOnDevice(t *testing.T) {
+	for _, c := range []struct {
+		prev string
+		want bool
+	}{{"", true}, {DevicePending, true}, {DeviceProcessed, false}, {DeviceSent, false}, {DeviceDelivered, false}, {DeviceFailed, false}} {
+		if got := CancelOnDevice(c.prev); got != c.want {
+			t.Errorf("CancelOnDevice(%q) = %v", c.prev, got)
+		}
+	}
+	cancelled := DeviceReport{State: DeviceCancelled}
+	ttl := DeviceReport{State: DeviceFailed, Error: DeviceTTLExpired}
+	failed := DeviceReport{State: DeviceFailed, Error: "RESULT_ERROR_GENERIC_FAILURE"}
+	for _, c := range []struct {
+		rep   DeviceReport
+		prev  string
+		asked bool
+		want  bool
+	}{
+		{cancelled, DevicePending, true, true},
+		{cancelled, "", false, true}, // unasked: the store fails it, not as a campaign cancel
+		{cancelled, DeviceProcessed, true, false},
+		{cancelled, DeviceSent, true, false},
+		{ttl, DevicePending, true, true},
+		{ttl, DevicePending, false, false}, // not asked: it moves to another phone
+		{ttl, DeviceProcessed, true, false},
+		{failed, DevicePending, true, false},
+		{DeviceReport{State: DeviceCancelled, SentAt: time.Now()}, DevicePending, true, false},
+	} {
+		if got := ConfirmsCancel(c.rep, c.prev, c.asked); got != c.want {
+			t.Errorf("ConfirmsCancel(%+v, %q, asked %v) = %v", c.rep, c.prev, c.asked, got)
+		}
+	}
+}
