@@ -196,7 +196,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ph *sb.Phone) er
 	st := &eventStream{s: s, ph: ph, stream: stream}
 	st.share(ctx)
 	if st.waiting(ctx) {
-		stream.wake <- struct{}{}
+		// Not blocking: a wake-up may be pending already (one that came
+		// since the stream was added), and it says the same.
+		select {
+		case stream.wake <- struct{}{}:
+		default:
+		}
 	}
 	if own && s.detach() {
 		if conn, _, err := rc.Hijack(); err != nil {

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -17,6 +18,7 @@ import (
 type fakeServer struct {
 	mu      sync.Mutex
 	next    []mobileMessage
+	cancel  []string
 	reports []smsgateway.MobilePatchMessageItem
 }
 
@@ -27,6 +29,16 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "GET /message":
 		json.NewEncoder(w).Encode(f.next)
 		f.next = nil
+	case "GET /events": // the app's MessageCancelled for each id of cancel
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, ": connected\n\n")
+		for _, id := range f.cancel {
+			fmt.Fprintf(w, "event: MessageCancelled\ndata: {\"messageId\":%q}\n\n", id)
+		}
+		w.(http.Flusher).Flush()
+		f.mu.Unlock()
+		<-r.Context().Done()
+		f.mu.Lock()
 	case "PATCH /message":
 		var items smsgateway.MobilePatchMessageRequest
 		json.NewDecoder(r.Body).Decode(&items)
@@ -109,5 +121,40 @@ func TestAgentCancelsOnlyPending(t *testing.T) {
 	}
 	if got := f.reported("sent"); len(got) != 3 || got[2] != smsgateway.ProcessingStateDelivered {
 		t.Fatalf("a delivered message handed Cancelling: reported %v", got)
+	}
+}
+
+// TestAgentCancelsOnEvent: the agent cancels a Pending message when its
+// event stream says MessageCancelled with the app's payload, and leaves a
+// delivered one alone.
+func TestAgentCancelsOnEvent(t *testing.T) {
+	f := &fakeServer{cancel: []string{"pending", "sent"}}
+	ts := httptest.NewServer(f)
+	defer ts.Close()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	a := New(Options{URL: ts.URL}, "dev", "token")
+	f.hand("sent", "Pending")
+	if err := a.Pull(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.SetPaused(ctx, true)
+	f.hand("pending", "Pending")
+	if err := a.Pull(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { a.Run(ctx); close(done) }()
+	defer func() { stop(); <-done }()
+	for deadline := time.Now().Add(30 * time.Second); len(f.reported("pending")) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the agent never reported the message canceled")
+		}
+	}
+	if got := f.reported("pending"); len(got) != 1 || got[0] != stateCancelled || a.State("pending") != stateCancelled {
+		t.Errorf("reported %v, on the phone %q", got, a.State("pending"))
+	}
+	if a.State("sent") != smsgateway.ProcessingStateDelivered {
+		t.Errorf("a delivered message told MessageCancelled: %q", a.State("sent"))
 	}
 }
