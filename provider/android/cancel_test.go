@@ -265,3 +265,59 @@ func TestCancelResentOnReconnect(t *testing.T) {
 		}
 	})
 }
+
+// wakingStore wakes the phone's stream while it opens (in DeviceConfig,
+// which the stream asks after it is registered): a wake-up that comes
+// while the stream is opening.
+type wakingStore struct{ *sqlstore.DB }
+
+func (s wakingStore) DeviceConfig(ctx context.Context, phoneID, deviceID string) (string, string, error) {
+	s.PhoneWork(ctx, phoneID)
+	return s.DB.DeviceConfig(ctx, phoneID, deviceID)
+}
+
+// TestStreamWokenWhileOpening: a stream woken while it opens, with work
+// waiting, still says MessageEnqueued (its own wake-up at the start must
+// not block behind the pending one).
+func TestStreamWokenWhileOpening(t *testing.T) {
+	db := openStore(t, dbtest.SQLite(t))
+	tenantID, _, code := livePhone(t, db)
+	srv := android.New(android.Config{Store: wakingStore{db}, Routing: sb.Routing{OfflineAfter: time.Minute}})
+	ts := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		srv.Shutdown()
+		if t.Failed() { // a stuck handler would hold Close for good
+			ts.CloseClientConnections()
+			return
+		}
+		ts.Close()
+	})
+	token := pairToken(t, srv, code)
+	campaignTo(t, db, tenantID, "+15005550421") // a message waits for the device
+	req, _ := http.NewRequest("GET", ts.URL+android.Prefix+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enqueued := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			if sc.Text() == "event: MessageEnqueued" {
+				enqueued <- true
+				return
+			}
+		}
+		enqueued <- false
+	}()
+	select {
+	case ok := <-enqueued:
+		if !ok {
+			t.Fatal("the stream ended without MessageEnqueued")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no MessageEnqueued: the stream is stuck")
+	}
+	res.Body.Close()
+}
