@@ -92,6 +92,10 @@ type Message struct {
 	// again by SMS; nil on inbound messages and on sends of channel sms or
 	// chat.
 	TTL *int `json:"ttl"`
+	// Priority is the send's priority: "high" (handed to an Android phone
+	// before its other waiting messages, the app skipping its own limits
+	// and delays for it) or "normal".
+	Priority string `json:"priority"`
 }
 
 // Engine is what carried a message.

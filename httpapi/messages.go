@@ -55,6 +55,7 @@ type messageJSON struct {
 	ReadAt        *time.Time    `json:"read_at"`
 	Fallback      *fallbackJSON `json:"fallback"`
 	TTL           *int64        `json:"ttl"`
+	Priority      string        `json:"priority"`
 }
 
 // fallbackJSON says that a chat message was sent again by SMS.
@@ -77,7 +78,17 @@ func toMessageJSON(m *sb.Message) messageJSON {
 		CampaignID: strOrNil(m.CampaignID), Livemode: m.Env == sb.Live, CreatedAt: m.CreatedAt,
 		ScheduledAt: m.ScheduledAt, SentAt: m.SentAt, DeliveredAt: m.DeliveredAt, FailedAt: m.FailedAt,
 		Engine: m.CarriedBy(), ReadAt: m.ReadAt, Fallback: toFallbackJSON(m.Fallback), TTL: ttlJSON(m.TTL),
+		Priority: priorityJSON(m),
 	}
+}
+
+// priorityJSON is the record's priority: "high" for a send of priority
+// high, else "normal" (campaign and inbound messages among them).
+func priorityJSON(m *sb.Message) string {
+	if m.HighPriority {
+		return "high"
+	}
+	return "normal"
 }
 
 // ttlJSON is the record's ttl: whole seconds, or null on a message that was

@@ -668,7 +668,7 @@ func boolInt(b bool) int {
 // their CreatedAt, with multi-row statements: in the delivery queue, or the
 // device queue for those their phone's device takes (see insertMessage).
 func (t *Tx) insertMessages(ctx context.Context, ms []*sb.Message) error {
-	const cols = 30
+	const cols = 31
 	for len(ms) > 0 {
 		n := min(len(ms), insertRows)
 		args := make([]any, 0, n*cols)
@@ -680,7 +680,7 @@ func (t *Tx) insertMessages(ctx context.Context, ms []*sb.Message) error {
 			args = append(args, m.ID, m.TenantID, string(m.Env), m.Direction, m.From, m.To, m.Body, m.Channel, m.Status,
 				nullStr(m.FailureReason), nullStr(m.ErrorCode), nullStr(m.Template), nullStr(m.CampaignID), nullStr(m.PhoneID),
 				sb.Micros(m.CreatedAt), microsOrNil(m.ScheduledAt), microsOrNil(m.SentAt), microsOrNil(m.DeliveredAt), microsOrNil(m.FailedAt),
-				m.Attempts, engineOf(m), microsOrNil(m.ReadAt), fallbackFrom(m), fallbackReason(m), ttlSeconds(m),
+				m.Attempts, engineOf(m), microsOrNil(m.ReadAt), fallbackFrom(m), fallbackReason(m), ttlSeconds(m), boolInt(m.HighPriority),
 				microsOrNil(m.ChatFallbackAt))
 			if m.ViaDevice() {
 				args = append(args, nil, sb.Micros(runAt))

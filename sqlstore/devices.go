@@ -115,7 +115,7 @@ func (t *Tx) deviceMessages(ctx context.Context, where string, args ...any) ([]*
 	if args[len(args)-1].(int) <= 0 {
 		return nil, nil
 	}
-	rows, err := t.query(ctx, `SELECT `+messageCols+`, valid_until, priority, cancel_at FROM messages WHERE `+where, args...)
+	rows, err := t.query(ctx, `SELECT `+messageCols+`, valid_until, cancel_at FROM messages WHERE `+where, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -123,12 +123,11 @@ func (t *Tx) deviceMessages(ctx context.Context, where string, args ...any) ([]*
 	var out []*sb.Message
 	for rows.Next() {
 		var valid, cancelAt sql.NullInt64
-		var priority int
-		m, err := scanMessageWith(rows, &valid, &priority, &cancelAt)
+		m, err := scanMessageWith(rows, &valid, &cancelAt)
 		if err != nil {
 			return nil, err
 		}
-		m.ValidUntil, m.PhoneKind, m.HighPriority, m.Cancelling = optTime(valid), sb.PhoneAndroid, priority > 0, cancelAt.Valid
+		m.ValidUntil, m.PhoneKind, m.Cancelling = optTime(valid), sb.PhoneAndroid, cancelAt.Valid
 		out = append(out, m)
 	}
 	return out, rows.Err()

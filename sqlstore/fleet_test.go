@@ -214,8 +214,9 @@ func TestPriorityHandedFirst(t *testing.T) {
 		f := newDeviceFixture(t, url)
 		t0 := time.Now().UTC().Truncate(time.Millisecond)
 		a, devA := f.phone("+15551300001", t0)
+		var normal string
 		for range 3 {
-			f.send(t0)
+			normal = f.send(t0)
 		}
 		m := &sb.Message{ID: sb.NewID(), TenantID: f.tenant.ID, Env: sb.Live, Direction: sb.Outbound, To: "+15005550123",
 			Body: "urgent", Channel: sb.ChannelSMS, Status: sb.StatusQueued, CreatedAt: t0.Add(time.Second), HighPriority: true}
@@ -227,6 +228,9 @@ func TestPriorityHandedFirst(t *testing.T) {
 			if err != nil || len(msgs) != 4 || msgs[0].ID != m.ID || !msgs[0].HighPriority || msgs[1].HighPriority {
 				t.Fatalf("lifo %v: %v %d messages, first %v", lifo, err, len(msgs), msgs)
 			}
+		}
+		if !f.message(m.ID).HighPriority || f.message(normal).HighPriority {
+			t.Error("the message record does not keep the priority")
 		}
 	})
 }

@@ -19,7 +19,7 @@ import (
 
 const messageCols = `id, tenant_id, environment, direction, from_number, to_number, body, channel, status,
 	failure_reason, error_code, template, campaign_id, phone_id, created_at, scheduled_at, sent_at, delivered_at, failed_at, attempts,
-	engine, read_at, fallback_from, fallback_reason, ttl`
+	engine, read_at, fallback_from, fallback_reason, ttl, priority`
 
 func scanMessage(row interface{ Scan(...any) error }) (*sb.Message, error) {
 	return scanMessageWith(row)
@@ -32,9 +32,10 @@ func scanMessageWith(row interface{ Scan(...any) error }, extra ...any) (*sb.Mes
 	var reason, code, tmpl, campaign, phone, engine, fbFrom, fbReason sql.NullString
 	var created int64
 	var sched, sent, delivered, failed, read, ttl sql.NullInt64
+	var priority int
 	err := row.Scan(append([]any{&m.ID, &m.TenantID, &env, &m.Direction, &m.From, &m.To, &m.Body, &m.Channel, &m.Status,
 		&reason, &code, &tmpl, &campaign, &phone, &created, &sched, &sent, &delivered, &failed, &m.Attempts,
-		&engine, &read, &fbFrom, &fbReason, &ttl}, extra...)...)
+		&engine, &read, &fbFrom, &fbReason, &ttl, &priority}, extra...)...)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, sb.ErrNotFound
@@ -50,6 +51,7 @@ func scanMessageWith(row interface{ Scan(...any) error }, extra ...any) (*sb.Mes
 		m.Fallback = &sb.Fallback{From: fbFrom.String, Reason: fbReason.String}
 	}
 	m.TTL = time.Duration(ttl.Int64) * time.Second
+	m.HighPriority = priority > 0
 	return &m, nil
 }
 
@@ -463,8 +465,8 @@ func (t *Tx) deferredStatement() (query string, args []any, counters int) {
 var (
 	messageInsertTypes = []string{"text", "text", "text", "text", "text", "text", "text", "text", "text",
 		"text", "text", "text", "text", "text", "bigint", "bigint", "bigint", "bigint", "bigint", "integer",
-		"text", "bigint", "text", "text", "integer",
-		"bigint", "bigint", "integer", "text", "text", "bigint", "integer"}
+		"text", "bigint", "text", "text", "integer", "integer",
+		"bigint", "bigint", "integer", "text", "text", "bigint"}
 	counterTypes = []string{"text", "text", "text", "text", "integer", "bigint"}
 )
 
@@ -980,7 +982,7 @@ func (t *Tx) insertMessage(ctx context.Context, m *sb.Message, runAt *time.Time,
 }
 
 const (
-	messageInsertCols = messageCols + `, run_at, device_due, from_pinned, external_id, claimed_by, chat_fallback_at, priority`
+	messageInsertCols = messageCols + `, run_at, device_due, from_pinned, external_id, claimed_by, chat_fallback_at`
 	messageInsertN    = 32
 )
 
@@ -993,8 +995,8 @@ func messageRow(m *sb.Message, runAt *time.Time, pinned bool, claimer string) []
 	return []any{m.ID, m.TenantID, string(m.Env), m.Direction, m.From, m.To, m.Body, m.Channel, m.Status,
 		nullStr(m.FailureReason), nullStr(m.ErrorCode), nullStr(m.Template), nullStr(m.CampaignID), nullStr(m.PhoneID),
 		sb.Micros(m.CreatedAt), microsOrNil(m.ScheduledAt), microsOrNil(m.SentAt), microsOrNil(m.DeliveredAt), microsOrNil(m.FailedAt),
-		m.Attempts, engineOf(m), microsOrNil(m.ReadAt), fallbackFrom(m), fallbackReason(m), ttlSeconds(m),
-		queue, device, boolInt(pinned), nullStr(m.ExternalID), nullStr(claimer), microsOrNil(m.ChatFallbackAt), boolInt(m.HighPriority)}
+		m.Attempts, engineOf(m), microsOrNil(m.ReadAt), fallbackFrom(m), fallbackReason(m), ttlSeconds(m), boolInt(m.HighPriority),
+		queue, device, boolInt(pinned), nullStr(m.ExternalID), nullStr(claimer), microsOrNil(m.ChatFallbackAt)}
 }
 
 // ttlSeconds is the ttl column of m: its TTL in seconds, or NULL.

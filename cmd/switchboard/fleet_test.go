@@ -165,6 +165,20 @@ func TestPhoneFleet(t *testing.T) {
 			if got := devHeld(t, a, normal).Priority; got != smsgateway.PriorityDefault {
 				t.Errorf("a normal message carries priority %d", got)
 			}
+			// The record says it, alone and in the list.
+			if got := msgGet(t, s, tn.Live, high)["priority"]; got != "high" {
+				t.Errorf("GET a high-priority message: priority %v", got)
+			}
+			if got := msgGet(t, s, tn.Live, normal)["priority"]; got != "normal" {
+				t.Errorf("GET a normal message: priority %v", got)
+			}
+			listed := map[string]any{}
+			for _, m := range msgList(t, s, tn.Live, "limit=100").List() {
+				listed[m["id"].(string)] = m["priority"]
+			}
+			if listed[high] != "high" || listed[normal] != "normal" {
+				t.Errorf("the list says priority %v and %v", listed[high], listed[normal])
+			}
 			// A ping's health is the device's: both phones show it.
 			a.SetBattery(42, false)
 			a.Ping(ctx)
