@@ -211,6 +211,7 @@ func dashboardLink(t *testing.T, s *server, tenantID string) string {
 }
 
 func TestDashboard(t *testing.T) {
+	t.Parallel()
 	browser := newBrowser(t)
 	forEachDB(t, func(t *testing.T, db string) {
 		s := startServer(t, db, "--allow-private-webhooks")
