@@ -363,3 +363,49 @@ func TestRecipientReadOncePerTransaction(t *testing.T) {
 		}
 	})
 }
+
+// TestWarmupLimitAcrossNodes: a phone warming up (day 1 of 40/14, daily
+// limit 1000) gets exactly its effective limit of 40 across two nodes
+// sending to it at once, not its daily limit: the units each node reserves
+// of the phone's counter are bounded by the effective limit. Then
+// NO_PHONE_AVAILABLE on both, and on a node opened again.
+func TestWarmupLimitAcrossNodes(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, url string) {
+		ctx := context.Background()
+		a, b, closeA := twoNodes(t, url)
+		tn := writeTestTenant(t, a)
+		now := time.Now().UTC()
+		p := &sb.Phone{ID: sb.NewID(), TenantID: tn.ID, Number: "+15551280001", Kind: sb.PhoneSimulated, Channels: []string{sb.ChannelSMS},
+			Status: sb.PhoneOnline, DailyLimit: 1000, Warmup: &sb.Warmup{Start: 40, Days: 14, From: now}, CreatedAt: now}
+		if err := a.AddPhone(ctx, p, nil); err != nil {
+			t.Fatal(err)
+		}
+		const effective = 40
+		if got := p.LimitOn(now); got != effective {
+			t.Fatalf("effective limit %d, want %d", got, effective)
+		}
+		mk := func() *sb.Send { return testSend(tn.ID) }
+		got := hammer(t, []*DB{a, b}, 2*effective, sb.CodeNoPhoneAvailable, mk)
+		total := got[0] + got[1]
+		if total > effective {
+			t.Fatalf("accepted %d + %d = %d sends, over the warm-up's limit of %d", got[0], got[1], total, effective)
+		}
+		closeA() // what a held goes back to b
+		total += drain(t, b, effective, total, sb.CodeNoPhoneAvailable, mk)
+		if total != effective {
+			t.Fatalf("accepted %d sends in all, want the warm-up's limit %d", total, effective)
+		}
+		wantCode(t, "a send over the warm-up's limit", b.AcceptSend(ctx, mk()), sb.CodeNoPhoneAvailable)
+		a2 := openTestDB(t, url)
+		wantCode(t, "a send over the warm-up's limit on a node opened again", a2.AcceptSend(ctx, mk()), sb.CodeNoPhoneAvailable)
+		if n := phoneCount(t, b, tn.ID, p.ID); n != effective {
+			t.Errorf("phone counter %d, want %d", n, effective)
+		}
+		for i, db := range []*DB{a2, b} {
+			ph, err := db.Phone(ctx, tn.ID, sb.Live, p.ID)
+			if err != nil || ph.SentToday != effective || ph.LimitOn(time.Now()) != effective {
+				t.Errorf("node %d: sent today %d, effective limit %d (%v), want %d", i, ph.SentToday, ph.LimitOn(time.Now()), err, effective)
+			}
+		}
+	})
+}
