@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -1239,6 +1240,25 @@ func TestPhoneAgentCommand(t *testing.T) {
 		t.Errorf("a send with !fail on: %v", m["failure_reason"])
 	}
 	io.WriteString(in, "!fail off\n")
+	// Cancel on the phone: a campaign message it holds Pending (!pause on)
+	// is withdrawn from it when the campaign is canceled.
+	io.WriteString(in, "!pause on\n")
+	eventually(t, 30*time.Second, "the command", func() bool { return strings.Contains(out.String(), `"done":"!pause on"`) })
+	c := cmpCreate(t, s, tn.Live, map[string]any{"name": "sale", "body": "sale", "channel": "sms", "to": []string{msgAwake(t)}})["id"].(string)
+	cmpLaunch(t, s, tn.Live, c)
+	eventually(t, 30*time.Second, "the device to hold the campaign's message", func() bool {
+		return dbtest.Count(t, s.DB, `SELECT COUNT(*) FROM messages WHERE campaign_id = ? AND device_id IS NOT NULL`, c) == 1
+	})
+	if r := s.do(t, "POST", "/v1/campaigns/"+c+"/cancel", tn.Live, nil); r.Status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", r.Status, r.Raw)
+	}
+	canceled := regexp.MustCompile(`"canceled":"([0-9A-Z]+)"`)
+	eventually(t, 30*time.Second, "the agent to cancel the message", func() bool { return canceled.MatchString(out.String()) })
+	id = canceled.FindStringSubmatch(out.String())[1]
+	if m := msgWait(t, s, tn.Live, id, "failed"); m["error_code"] != "CAMPAIGN_CANCELED" || m["campaign_id"] != c {
+		t.Errorf("the message the phone withdrew: %v", m)
+	}
+	io.WriteString(in, "!pause off\n")
 	if err := stop(); err != nil {
 		t.Fatalf("phone-agent: %v", err)
 	}
