@@ -78,8 +78,8 @@ func messageOf(t *testing.T, db *sqlstore.DB, tenantID, id string) *sb.Message {
 }
 
 // TestCancelReachesDevice: a campaign canceled while the reference device
-// holds its messages Pending (paused) reaches it as MessageCancelled on its
-// event stream; it cancels them and reports Cancelled, and they become
+// holds its messages Pending (paused), on PostgreSQL by another node,
+// reaches it as MessageCancelled on its event stream; it cancels them and reports Cancelled, and they become
 // canceled. A device that lost them (a fresh install of the same pairing)
 // learns of the cancel when it pulls: they are handed in state Cancelling,
 // and it reports them Cancelled at once, as the app does.
@@ -108,9 +108,28 @@ func TestCancelReachesDevice(t *testing.T) {
 
 		c, ids := campaignTo(t, db, tenantID, "+15005550401", "+15005550402")
 		waitFor(t, "the device to hold both messages", func() bool { return len(a.Held()) == 2 })
-		cancelCampaign(t, db, c)
+		// On PostgreSQL the campaign is canceled by another node: the
+		// device's stream hears of it through the database (LISTEN/NOTIFY),
+		// well before its beat would look (every other beat: 30 s).
+		canceler, within := db, 30*time.Second
+		if strings.HasPrefix(url, "postgres") {
+			listening := make(chan struct{})
+			var once sync.Once
+			lctx, stopListen := context.WithCancel(context.Background())
+			go db.Listen(lctx, func(sqlstore.Invalidation) { once.Do(func() { close(listening) }) })
+			t.Cleanup(stopListen)
+			<-listening
+			canceler, within = openStore(t, url), 20*time.Second
+		}
+		cancelCampaign(t, canceler, c)
+		deadline := time.Now().Add(within)
 		for _, id := range ids {
-			waitFor(t, "the cancel to be confirmed", func() bool { return messageOf(t, db, tenantID, id).Status == sb.StatusFailed })
+			for messageOf(t, db, tenantID, id).Status != sb.StatusFailed {
+				if time.Now().After(deadline) {
+					t.Fatalf("the cancel of %s was not confirmed within %v", id, within)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
 			if m := messageOf(t, db, tenantID, id); m.ErrorCode != sb.ErrorCodeCampaignCanceled || m.FailureReason != sb.CanceledOnPhoneReason {
 				t.Errorf("%s: %s %q", id, m.ErrorCode, m.FailureReason)
 			}
