@@ -213,7 +213,7 @@ func TestProvesUnsent(t *testing.T) {
 
 func TestDeviceStatus(t *testing.T) {
 	for state, want := range map[string]string{DevicePending: StatusQueued, DeviceProcessed: StatusSent, DeviceSent: StatusSent,
-		DeviceDelivered: StatusDelivered, DeviceFailed: StatusFailed, "Cancelled": "", "processed": ""} {
+		DeviceDelivered: StatusDelivered, DeviceFailed: StatusFailed, DeviceCancelled: StatusFailed, "Canceled": "", "processed": ""} {
 		if got := DeviceStatus(state); got != want {
 			t.Errorf("DeviceStatus(%q) = %q, want %q", state, got, want)
 		}
