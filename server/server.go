@@ -435,9 +435,10 @@ func Run(ctx context.Context, c Config) error {
 	router.Handle(sb.PhoneTwilio, carriers)
 	router.Handle(sb.PhoneRBM, carriers)
 	router.Handle(sb.PhoneIMessage, carriers)
-	if len(chatEngines) > 0 {
-		router.UseChatEngines(db, chatEngines)
-	}
+	// Always, even with no engine: live detection must know which tenants
+	// have real phones (auto is then sms for them), not only which have
+	// a chat engine.
+	router.UseChatEngines(db, chatEngines)
 	reg.MustRegister(newStoreCollector(db, routing, log), newRedeliveryCollector(db, sim, log), newLimitsCollector(db))
 	observer := delivery.NewObserver(reg, log)
 	db.SetObserver(observer.Observe)

@@ -1065,6 +1065,44 @@ func TestDeviceTwoNodes(t *testing.T) {
 	msgWait(t, nodeA, tn.Live, id, "delivered")
 }
 
+// TestDeviceAutoIsSMS: a live tenant whose only phone is an Android phone,
+// on a server with no chat engine, gets channel auto (the default) resolved
+// to sms, for a send and for a campaign alike: the simulator's detection
+// (which says chat for most numbers) is for test traffic and tenants with
+// only simulated phones. A campaign message resolved to chat found no
+// phone to take it and waited.
+func TestDeviceAutoIsSMS(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, db string) {
+		s := startServer(t, db, devArgs...)
+		tn := msgTenant(t, db)
+		devOnlyAndroid(t, s, tn)
+		_, _, code := devPhone(t, s, tn.Live, nil)
+		a, _ := devAgent(t, s, code, agent.Options{}, true)
+		eventually(t, 30*time.Second, "the device's stream", a.Connected)
+		to := msgAwake(t)
+		id := msgSend(t, s, tn.Live, map[string]any{"to": to, "body": "a single send"})["message_id"].(string)
+		devHeld(t, a, id)
+		if m := msgWait(t, s, tn.Live, id, "delivered"); m["channel"] != "sms" {
+			t.Errorf("a send without channel: %v, want channel sms", m["channel"])
+		}
+		c := cmpCreate(t, s, tn.Live, map[string]any{"name": "auto", "body": "a campaign", "to": []string{to}})["id"].(string)
+		cmpLaunch(t, s, tn.Live, c)
+		var held string
+		eventually(t, 30*time.Second, "the device to take the campaign's message", func() bool {
+			for mid, m := range a.Held() {
+				if m.TextMessage != nil && m.TextMessage.Text == "a campaign" {
+					held = mid
+				}
+			}
+			return held != ""
+		})
+		if m := msgWait(t, s, tn.Live, held, "delivered"); m["channel"] != "sms" || m["campaign_id"] != c {
+			t.Errorf("the campaign's message: %v, want channel sms", m)
+		}
+	})
+}
+
 // TestDeviceCrashLosesNothing: the server is killed with SIGKILL while a
 // device is taking and reporting messages; started again on the same
 // database (and address), every accepted message reaches the device and is
