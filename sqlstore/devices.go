@@ -458,16 +458,20 @@ func (db *DB) SetDeviceConfig(ctx context.Context, phoneID, deviceID string, web
 }
 
 // RecordHealth stores what a paired device said of itself in its ping, if
-// deviceID is still the phone's device.
+// deviceID is still the phone's device and no newer health is stored: a
+// node writes the confirmations of unchanged healths late, together
+// (android's flushHealth), and one must not overwrite the change another
+// node wrote meanwhile.
 func (db *DB) RecordHealth(ctx context.Context, phoneID, deviceID string, h sb.Health) error {
 	var battery any = h.BatteryLevel
 	if h.BatteryLevel < 0 {
 		battery = nil
 	}
+	at := sb.Micros(h.ReportedAt)
 	return db.Write(ctx, func(tx *Tx) error {
 		_, err := tx.exec(ctx, `UPDATE phones SET health_battery = ?, health_charging = ?, health_network = ?, health_failed = ?, health_at = ?
-			WHERE (id = ? OR device_of = ?) AND device_id = ?`, battery, boolInt(h.Charging), h.Network, h.FailedLastHour, sb.Micros(h.ReportedAt),
-			phoneID, phoneID, deviceID)
+			WHERE (id = ? OR device_of = ?) AND device_id = ? AND (health_at IS NULL OR health_at <= ?)`,
+			battery, boolInt(h.Charging), h.Network, h.FailedLastHour, at, phoneID, phoneID, deviceID, at)
 		return err
 	})
 }

@@ -154,6 +154,22 @@ func TestRecordHealth(t *testing.T) {
 		if err != nil || p.Health == nil || *p.Health != h {
 			t.Fatalf("health: %v %+v, want %+v", err, p.Health, h)
 		}
+		// An older health written late (a node's confirmation of the
+		// health before, flushed after another node wrote the change)
+		// does not overwrite a newer one.
+		if err := f.db.RecordHealth(bg, a.ID, devA, sb.Health{BatteryLevel: 80, Network: sb.NetworkWiFi, ReportedAt: t0.Add(-time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := f.db.Phone(bg, f.tenant.ID, sb.Live, a.ID); err != nil || p.Health == nil || *p.Health != h {
+			t.Fatalf("after an older health: %v %+v, want %+v", err, p.Health, h)
+		}
+		newer := sb.Health{BatteryLevel: 11, Network: sb.NetworkCellular, FailedLastHour: 3, ReportedAt: t0.Add(time.Second)}
+		if err := f.db.RecordHealth(bg, a.ID, devA, newer); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := f.db.Phone(bg, f.tenant.ID, sb.Live, a.ID); err != nil || p.Health == nil || *p.Health != newer {
+			t.Fatalf("after a newer health: %v %+v, want %+v", err, p.Health, newer)
+		}
 	})
 }
 
