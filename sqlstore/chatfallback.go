@@ -18,16 +18,7 @@ func (db *DB) DueChatFallbacks(ctx context.Context, now time.Time, limit int) ([
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
+	return scanStrings(rows)
 }
 
 // ChatFallback sends a chat message of channel auto again by SMS, once:

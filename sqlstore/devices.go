@@ -155,16 +155,7 @@ func (db *DB) DeviceCancels(ctx context.Context, deviceID string) ([]string, err
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
+	return scanStrings(rows)
 }
 
 // cancelOnDevice makes a message its device withdrew canceled: failed with

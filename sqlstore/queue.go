@@ -163,6 +163,20 @@ func scanIDs(rows *sql.Rows) ([]any, error) {
 	return ids, rows.Err()
 }
 
+// scanStrings reads a column of text, such as ids, and closes rows.
+func scanStrings(rows *sql.Rows) ([]string, error) {
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
 // The PostgreSQL types of a claim's row, and the statement that writes rows
 // of them (insertMessageLater's with the commit, ClaimDue's at once). A
 // claim left on a message that is due again is replaced.
