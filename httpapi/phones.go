@@ -181,6 +181,22 @@ type createPhoneRequest struct {
 	Provider         *string         `json:"provider"`
 }
 
+// limits sets ph's daily and rate limits from the request's, where given.
+func (req *createPhoneRequest) limits(ph *sb.Phone) error {
+	var err error
+	if req.DailyLimit != nil {
+		if ph.DailyLimit, err = wholeNumber(req.DailyLimit, "daily_limit", 1, MaxPhoneDailyLimit, true); err != nil {
+			return err
+		}
+	}
+	if req.RateLimit != nil {
+		if ph.RateLimit, err = wholeNumber(req.RateLimit, "rate_limit", 1, MaxPhoneRateLimit, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // warmupRequest is the body's warmup: {start, days}.
 type warmupRequest struct {
 	Start json.RawMessage `json:"start"`
@@ -264,16 +280,9 @@ func (s *Server) createPhone(w http.ResponseWriter, r *http.Request, p *auth.Pri
 	if req.Provider != nil {
 		return s.bindEngine(w, r, p, &req, ph)
 	}
-	var err error
-	if req.DailyLimit != nil {
-		if ph.DailyLimit, err = wholeNumber(req.DailyLimit, "daily_limit", 1, MaxPhoneDailyLimit, true); err != nil {
-			return err
-		}
-	}
-	if req.RateLimit != nil {
-		if ph.RateLimit, err = wholeNumber(req.RateLimit, "rate_limit", 1, MaxPhoneRateLimit, true); err != nil {
-			return err
-		}
+	err := req.limits(ph)
+	if err != nil {
+		return err
 	}
 	if req.SimNumber != nil {
 		if ph.SimNumber, err = wholeNumber(req.SimNumber, "sim_number", 1, 3, true); err != nil {
@@ -345,16 +354,8 @@ func (s *Server) bindEngine(w http.ResponseWriter, r *http.Request, p *auth.Prin
 			return sb.Invalid(f.name, "%s is for Android phones; a chat engine's phone has none.", f.name)
 		}
 	}
-	var err error
-	if req.DailyLimit != nil {
-		if ph.DailyLimit, err = wholeNumber(req.DailyLimit, "daily_limit", 1, MaxPhoneDailyLimit, true); err != nil {
-			return err
-		}
-	}
-	if req.RateLimit != nil {
-		if ph.RateLimit, err = wholeNumber(req.RateLimit, "rate_limit", 1, MaxPhoneRateLimit, true); err != nil {
-			return err
-		}
+	if err := req.limits(ph); err != nil {
+		return err
 	}
 	if !phonenum.Valid(ph.Number) {
 		return sb.InvalidPhone("number", "number must be an E.164 number: + and 10 to 15 digits.")
