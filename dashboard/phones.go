@@ -173,15 +173,7 @@ func (h *Handler) addPhone(w http.ResponseWriter, r *http.Request, v *visit) err
 	form := phoneForm{Number: strings.TrimSpace(r.PostFormValue("number")), DailyLimit: strings.TrimSpace(r.PostFormValue("daily_limit")),
 		RateLimit: strings.TrimSpace(r.PostFormValue("rate_limit"))}
 	invalid := func(err error) error {
-		e, ok := err.(*sb.Error)
-		if !ok {
-			return err
-		}
-		rows, lerr := h.phoneRows(ctx, v)
-		if lerr != nil {
-			return lerr
-		}
-		return h.render(w, r, v, http.StatusBadRequest, "phones", "Phones", phonesView{Phones: rows, Form: form, Error: e.Message, Engines: h.engines()})
+		return h.phonesRefused(w, r, v, err, func(view *phonesView, msg string) { view.Form, view.Error = form, msg })
 	}
 	if !phonenum.Valid(form.Number) {
 		return invalid(sb.Errorf(sb.CodeInvalidPhoneNumber, "The number must be in E.164 form: + and 10 to 15 digits, such as +15551234567."))
@@ -203,6 +195,23 @@ func (h *Handler) addPhone(w http.ResponseWriter, r *http.Request, v *visit) err
 	return h.redirect(w, r, v, v.base()+"/phones", &flash{Pairing: &flashPairing{PhoneID: ph.ID, Code: pairing.Code, ExpiresAt: pairing.ExpiresAt}})
 }
 
+// phonesRefused shows the phones page again with a form's refusal: err's
+// message, where set puts it (and the form as it was sent) in the view. An
+// error that is not an *sb.Error is returned as it is.
+func (h *Handler) phonesRefused(w http.ResponseWriter, r *http.Request, v *visit, err error, set func(*phonesView, string)) error {
+	e, ok := err.(*sb.Error)
+	if !ok {
+		return err
+	}
+	rows, err := h.phoneRows(r.Context(), v)
+	if err != nil {
+		return err
+	}
+	view := phonesView{Phones: rows, Form: phoneForm{DailyLimit: strconv.Itoa(sb.DefaultPhoneDailyLimit)}, Engines: h.engines()}
+	set(&view, e.Message)
+	return h.render(w, r, v, http.StatusBadRequest, "phones", "Phones", view)
+}
+
 // engines returns the names of the chat engines tenants may bind, sorted.
 func (h *Handler) engines() []string { return slices.Sorted(maps.Keys(h.cfg.Engines)) }
 
@@ -216,16 +225,7 @@ func (h *Handler) bindPhone(w http.ResponseWriter, r *http.Request, v *visit) er
 	ctx := r.Context()
 	form := bindForm{Number: strings.TrimSpace(r.PostFormValue("number")), Provider: r.PostFormValue("provider")}
 	invalid := func(err error) error {
-		e, ok := err.(*sb.Error)
-		if !ok {
-			return err
-		}
-		rows, lerr := h.phoneRows(ctx, v)
-		if lerr != nil {
-			return lerr
-		}
-		return h.render(w, r, v, http.StatusBadRequest, "phones", "Phones", phonesView{Phones: rows,
-			Form: phoneForm{DailyLimit: strconv.Itoa(sb.DefaultPhoneDailyLimit)}, Engines: h.engines(), Bind: form, BindError: e.Message})
+		return h.phonesRefused(w, r, v, err, func(view *phonesView, msg string) { view.Bind, view.BindError = form, msg })
 	}
 	kind, ok := h.cfg.Engines[form.Provider]
 	if !ok {

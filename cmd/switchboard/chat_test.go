@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -179,8 +180,14 @@ func TestChatEngineBinding(t *testing.T) {
 				t.Errorf("the dashboard binds provider %q: %d", p, res.StatusCode)
 			}
 		}
-		if res := dash.postAsIs("/dashboard/phones/bind", url.Values{"csrf": {csrf}, "number": {number}, "provider": {"rcs"}}); res.StatusCode != http.StatusBadRequest {
-			t.Errorf("the dashboard binds a number the tenant has: %d", res.StatusCode)
+		// Refused, the page says why above the binding form and keeps what
+		// was typed.
+		req, _ := http.NewRequest("POST", s.URL+"/dashboard/phones/bind",
+			strings.NewReader(url.Values{"csrf": {csrf}, "number": {number}, "provider": {"rcs"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if res, page := dash.do(req); res.StatusCode != http.StatusBadRequest || !strings.Contains(page, `value="`+strings.Replace(number, "+", "&#43;", 1)+`"`) ||
+			!regexp.MustCompile(`id="form-error">[^<]+</p>\s*<form[^>]*id="bind-form"`).MatchString(page) {
+			t.Errorf("the dashboard binds a number the tenant has: %d\n%s", res.StatusCode, page)
 		}
 		dashNumber := msgFreshNumber("+1650555XXXX")
 		res := dash.postAsIs("/dashboard/phones/bind", url.Values{"csrf": {csrf}, "number": {dashNumber}, "provider": {"rcs"}})
