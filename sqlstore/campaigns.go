@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -477,7 +476,7 @@ func (t *Tx) cancelHeld(ctx context.Context, c *sb.Campaign, now time.Time) erro
 		}
 	}
 	t.afterCommit(func() {
-		slog.Info("campaign canceled: its messages held by phones are withdrawn from them", "tenant_id", c.TenantID, "campaign_id", c.ID,
+		t.db.log.Info("campaign canceled: its messages held by phones are withdrawn from them", "tenant_id", c.TenantID, "campaign_id", c.ID,
 			"messages", len(ids), "phones", len(phones))
 	})
 	return nil

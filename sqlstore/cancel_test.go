@@ -1,7 +1,11 @@
 package sqlstore
 
 import (
+	"bytes"
+	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -204,3 +208,38 @@ func TestCancelWithdrawsUnheldDeviceMessages(t *testing.T) {
 		}
 	})
 }
+
+// TestCancelHeldLogsOnItsNode: the line saying a canceled campaign's held
+// messages are withdrawn from their phones goes to the store's own logger
+// (Options.Log), not the process's default, which another server in the
+// same process (the parallel end-to-end tests) may have set.
+func TestCancelHeldLogsOnItsNode(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, url string) {
+		var mu sync.Mutex
+		var buf bytes.Buffer
+		log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return buf.Write(p)
+		}), nil))
+		f := newDeviceFixtureOptions(t, url, Options{Log: log})
+		t0 := time.Now().UTC().Truncate(time.Millisecond)
+		a, devA := f.phone("+15551320001", t0)
+		c := f.launchCampaign(t0, "+15005550321")
+		f.campaignChunk(c.ID, t0, true, "+15005550321")
+		if ids, _, _ := f.take(a, devA, t0.Add(time.Second)); len(ids) != 1 {
+			t.Fatalf("take: %v", ids)
+		}
+		f.cancelCampaign(c, t0.Add(2*time.Second))
+		mu.Lock()
+		got := buf.String()
+		mu.Unlock()
+		if !strings.Contains(got, "campaign canceled") || !strings.Contains(got, c.ID) {
+			t.Errorf("the store's log: %q, want the withdrawal from the phones", got)
+		}
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -64,6 +64,9 @@ type DB struct {
 	dsn     string
 
 	pool poolState // PostgreSQL: the pool's options and failures
+	// log is Options.Log, for both dialects: the node's logger, never the
+	// process's default (tests run several nodes in one process).
+	log *slog.Logger
 	// fixedWriters is set when Options.Writers fixed the number of
 	// group-commit writers; otherwise the heartbeat adapts it.
 	fixedWriters bool
@@ -205,6 +208,7 @@ func OpenOptions(ctx context.Context, url string, opt Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	db.log = opt.Log
 	if err := db.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err

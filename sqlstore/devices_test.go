@@ -28,7 +28,12 @@ type deviceFixture struct {
 var deviceRouting = sb.Routing{OfflineAfter: 2 * time.Minute, ClockGrace: 30 * time.Second, OutcomeAfter: time.Hour}
 
 func newDeviceFixture(t *testing.T, url string) *deviceFixture {
-	db := openTestDB(t, url)
+	return newDeviceFixtureOptions(t, url, Options{})
+}
+
+// newDeviceFixtureOptions is newDeviceFixture with the pool's options.
+func newDeviceFixtureOptions(t *testing.T, url string, opt Options) *deviceFixture {
+	db := openTestDBOptions(t, url, opt)
 	db.SetRouting(deviceRouting)
 	f := &deviceFixture{t: t, db: db, tenant: newTestTenant(t, db, "scale"), events: map[string][]string{}}
 	db.SetObserver(func(m *sb.Message, event string) {
