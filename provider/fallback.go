@@ -64,7 +64,7 @@ func (f *Fallbacks) One(ctx context.Context, id string, now time.Time) (bool, er
 		if !c.Revoked {
 			switch rv.Revoke(ctx, c.To, id) {
 			case chat.Revoked:
-				if err := f.Store.ChatRevoked(context.WithoutCancel(ctx), id, now); err != nil {
+				if err := f.recordRevoked(ctx, id, now); err != nil {
 					return false, err
 				}
 			case chat.RevokeDelivered:
@@ -83,6 +83,20 @@ func (f *Fallbacks) One(ctx context.Context, id string, now time.Time) (bool, er
 		}
 	}
 	return moved, err
+}
+
+// recordRevoked records that the engine revoked id, trying again for about
+// five seconds: Google's answer cannot be heard again (a second revoke
+// answers 404, which reads as delivered), so a message whose revoke is not
+// recorded would be taken for delivered and never sent.
+func (f *Fallbacks) recordRevoked(ctx context.Context, id string, now time.Time) error {
+	for attempt := 0; ; attempt++ {
+		err := f.Store.ChatRevoked(context.WithoutCancel(ctx), id, now)
+		if err == nil || attempt >= 10 {
+			return err
+		}
+		time.Sleep(min(time.Duration(attempt+1)*100*time.Millisecond, 2*time.Second))
+	}
 }
 
 // Run handles the due messages every interval until ctx ends.

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -11,9 +12,11 @@ import (
 )
 
 type fbStore struct {
-	claim    *sb.ChatFallbackClaim
-	revoked  int
-	fellBack []string // reasons
+	claim   *sb.ChatFallbackClaim
+	revoked int
+	// revokeFails is how many ChatRevoked calls fail before one succeeds.
+	revokeFails int
+	fellBack    []string // reasons
 }
 
 func (s *fbStore) DueChatFallbacks(context.Context, time.Time, int) ([]string, error) {
@@ -22,7 +25,14 @@ func (s *fbStore) DueChatFallbacks(context.Context, time.Time, int) ([]string, e
 func (s *fbStore) ClaimChatFallback(context.Context, string, time.Time, time.Duration) (*sb.ChatFallbackClaim, error) {
 	return s.claim, nil
 }
-func (s *fbStore) ChatRevoked(context.Context, string, time.Time) error { s.revoked++; return nil }
+func (s *fbStore) ChatRevoked(context.Context, string, time.Time) error {
+	if s.revokeFails > 0 {
+		s.revokeFails--
+		return errors.New("database unavailable")
+	}
+	s.revoked++
+	return nil
+}
 func (s *fbStore) ChatFallback(_ context.Context, _, reason string, _ time.Time) (bool, error) {
 	s.fellBack = append(s.fellBack, reason)
 	return true, nil
@@ -90,5 +100,20 @@ func TestFallbacksOne(t *testing.T) {
 	f := &Fallbacks{Store: st, Revokers: map[string]Revoker{"rcs": rv}, Log: slog.Default()}
 	if moved, _ := f.One(context.Background(), "m1", time.Now()); moved || rv.calls != 0 || len(st.fellBack) != 0 {
 		t.Errorf("an unclaimed message: moved %v, revokes %d", moved, rv.calls)
+	}
+}
+
+// TestFallbacksRevokedRecordRetried: Google's "revoked" cannot be heard
+// again (a second revoke answers 404, read as delivered), so a failure to
+// record it is tried again rather than leaving the message to a revoke
+// that would take it for delivered: the message goes by SMS.
+func TestFallbacksRevokedRecordRetried(t *testing.T) {
+	st := &fbStore{claim: &sb.ChatFallbackClaim{Link: "rcs", Status: sb.StatusSent}, revokeFails: 2}
+	rv := &fbRevoker{result: chat.Revoked}
+	f := &Fallbacks{Store: st, Revokers: map[string]Revoker{"rcs": rv}, Log: slog.New(slog.DiscardHandler)}
+	moved, err := f.One(context.Background(), "m1", time.Now())
+	if err != nil || !moved || rv.calls != 1 || st.revoked != 1 || len(st.fellBack) != 1 || st.fellBack[0] != RevokedReason {
+		t.Errorf("moved %v (%v), revokes %d, recorded %d, fallbacks %q; want one revoke recorded and the SMS",
+			moved, err, rv.calls, st.revoked, st.fellBack)
 	}
 }
