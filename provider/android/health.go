@@ -53,15 +53,40 @@ const (
 	transportEthernet = 8
 )
 
-// parsePing reads the payload of a system:ping into the phone's health,
-// reported at at. A check the app did not send stays unknown: battery -1,
-// network "unknown". It reports false for a payload with no health.
-func parsePing(raw json.RawMessage, at time.Time) (sb.Health, bool) {
-	var p pingPayload
-	if json.Unmarshal(raw, &p) != nil || p.Health == nil {
+// deviceEventBody is what Switchboard reads of a callback that may be a
+// system:ping or an app:started: its event and, for a ping, the health in
+// its payload. A ping is parsed once, here: its callback is the phones'
+// most frequent request at rest.
+type deviceEventBody struct {
+	Event   string      `json:"event"`
+	Payload pingPayload `json:"payload"`
+	// bad: the body is valid JSON, but a field has a type other than the
+	// app's (a ping so is malformed).
+	bad bool
+}
+
+// parseDeviceEvent reads raw, the body of a callback, and reports whether
+// it is a system:ping or app:started. A body that is not JSON, or whose
+// event is not a string, is not one (it is read as a text). A ping whose
+// fields have other types than the app's is one, malformed (ping reports
+// false).
+func parseDeviceEvent(raw []byte) (deviceEventBody, bool) {
+	var ev deviceEventBody
+	// Unmarshal reads nothing of a body that is not JSON, and goes on
+	// after a value of another type: the event is read whatever the
+	// payload holds.
+	ev.bad = json.Unmarshal(raw, &ev) != nil
+	return ev, ev.Event == eventSystemPing || ev.Event == eventAppStarted
+}
+
+// ping reads the health of a system:ping, reported at at. A check the app
+// did not send stays unknown: battery -1, network "unknown". It reports
+// false for a payload with no health, or one not of the app's types.
+func (ev *deviceEventBody) ping(at time.Time) (sb.Health, bool) {
+	if ev.bad || ev.Payload.Health == nil {
 		return sb.Health{}, false
 	}
-	checks := p.Health.Checks
+	checks := ev.Payload.Health.Checks
 	h := sb.Health{BatteryLevel: -1, Network: sb.NetworkUnknown, ReportedAt: at}
 	if c, ok := checks[checkBatteryLevel]; ok {
 		h.BatteryLevel = min(100, max(0, int(c.ObservedValue)))
@@ -88,15 +113,6 @@ func parsePing(raw json.RawMessage, at time.Time) (sb.Health, bool) {
 		h.FailedLastHour = max(0, int(c.ObservedValue))
 	}
 	return h, true
-}
-
-// isDeviceEvent reports whether raw is the body of a system:ping or
-// app:started callback.
-func isDeviceEvent(raw []byte) bool {
-	var ev struct {
-		Event string `json:"event"`
-	}
-	return json.Unmarshal(raw, &ev) == nil && (ev.Event == eventSystemPing || ev.Event == eventAppStarted)
 }
 
 // pingCacheTTL is how long a node trusts the phone it found for an inbound

@@ -853,13 +853,18 @@ func (s *Server) inbound(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	raw, rerr := readBody(w, r)
+	var dev deviceEventBody
+	isDev := false
+	if rerr == nil {
+		dev, isDev = parseDeviceEvent(raw)
+	}
 	// A ping or start of a device whose secret this node looked up
 	// lately needs no lookup: its health is written only where the
 	// device is still the phone's (sqlstore.RecordHealth), so a stale
 	// entry changes nothing.
-	if rerr == nil && isDeviceEvent(raw) {
+	if isDev {
 		if ph := s.pings.phone(secret, s.cfg.Now()); ph != nil && s.access(r.Context(), ph) == nil {
-			s.deviceEvent(r.Context(), ph, raw)
+			s.deviceEvent(r.Context(), ph, &dev)
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
@@ -875,9 +880,9 @@ func (s *Server) inbound(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if rerr == nil && isDeviceEvent(raw) { // not a text: not counted against the inbound limit
+	if isDev { // not a text: not counted against the inbound limit
 		s.pings.remember(secret, ph, s.cfg.Now())
-		s.deviceEvent(r.Context(), ph, raw)
+		s.deviceEvent(r.Context(), ph, &dev)
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
@@ -1071,20 +1076,16 @@ func (s *Server) announce(ctx context.Context) {
 	}
 }
 
-// deviceEvent handles a system:ping or app:started callback of ph's
-// device, and reports whether raw was one: the ping's health is stored
-// (and counted), a start is logged and counted.
-func (s *Server) deviceEvent(ctx context.Context, ph *sb.Phone, raw []byte) bool {
-	var ev inboundEvent
-	if json.Unmarshal(raw, &ev) != nil {
-		return false
-	}
+// deviceEvent handles ev, a system:ping or app:started callback of ph's
+// device (parseDeviceEvent): the ping's health is stored (and counted), a
+// start is logged and counted.
+func (s *Server) deviceEvent(ctx context.Context, ph *sb.Phone, ev *deviceEventBody) {
 	switch ev.Event {
 	case eventSystemPing:
-		h, ok := parsePing(ev.Payload, s.cfg.Now().UTC().Truncate(time.Microsecond))
+		h, ok := ev.ping(s.cfg.Now().UTC().Truncate(time.Microsecond))
 		if !ok {
 			s.metrics.pings.WithLabelValues("malformed").Inc()
-			return true
+			return
 		}
 		// A health like the last one written is written again only once
 		// that is two ping intervals old, and then not at once but with
@@ -1094,10 +1095,10 @@ func (s *Server) deviceEvent(ctx context.Context, ph *sb.Phone, raw []byte) bool
 		switch s.pings.verdict(ph.ID, h, 2*s.cfg.Routing.PingInterval) {
 		case pingSkip:
 			s.metrics.pings.WithLabelValues("unchanged").Inc()
-			return true
+			return
 		case pingRefresh:
 			s.pings.queue(ph, h)
-			return true
+			return
 		}
 		s.pings.writing.RLock()
 		err := s.cfg.Store.RecordHealth(ctx, ph.ID, ph.Device.ID, h)
@@ -1105,16 +1106,13 @@ func (s *Server) deviceEvent(ctx context.Context, ph *sb.Phone, raw []byte) bool
 		if err != nil {
 			s.pings.forget(ph.ID)
 			s.cfg.Log.Error("recording a phone's health", "tenant_id", ph.TenantID, "phone_id", ph.ID, "err", err)
-			return true
+			return
 		}
 		s.metrics.pings.WithLabelValues("stored").Inc()
 	case eventAppStarted:
 		s.metrics.started.Inc()
 		s.cfg.Log.Info("the app of a phone started", "tenant_id", ph.TenantID, "phone_id", ph.ID, "device_id", ph.Device.ID)
-	default:
-		return false
 	}
-	return true
 }
 
 // flushHealth writes, every half ping interval until ctx ends (and once
