@@ -46,8 +46,14 @@ type Store interface {
 type Options struct {
 	// Chunk is how many recipients one transaction stores.
 	Chunk int
-	// Poll is how often an idle runner looks for work.
+	// Poll is how often a runner with active campaigns looks for work.
 	Poll time.Duration
+	// IdlePoll is how often a runner with no active campaign looks for
+	// work when its store signals the campaigns launched or canceled in
+	// this process (CampaignsDue): those are taken at once, and the ones
+	// of other nodes within IdlePoll. Without the signal an idle runner
+	// looks every Poll.
+	IdlePoll time.Duration
 	// Wait is how long a campaign that cannot go on (tenant suspended, no
 	// phone online for a channel, chat engine down) waits before a retry.
 	Wait time.Duration
@@ -73,6 +79,9 @@ func (o *Options) defaults() {
 	}
 	if o.Poll == 0 {
 		o.Poll = 200 * time.Millisecond
+	}
+	if o.IdlePoll == 0 {
+		o.IdlePoll = time.Second
 	}
 	if o.Wait == 0 {
 		o.Wait = 5 * time.Second
@@ -141,33 +150,55 @@ func New(store Store, provider Channels, plans sb.Plans, opt Options) *Runner {
 	return r
 }
 
+// CampaignsDue is implemented by stores that signal the campaigns
+// launched or canceled in this process (sqlstore.DB).
+type CampaignsDue interface {
+	CampaignsDue() <-chan struct{}
+}
+
 // Run works until ctx ends.
 func (r *Runner) Run(ctx context.Context) {
+	var due <-chan struct{}
+	if d, ok := r.store.(CampaignsDue); ok {
+		due = d.CampaignsDue()
+	}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for ctx.Err() == nil {
 		start := time.Now()
-		worked, err := r.pass(ctx)
+		worked, active, err := r.pass(ctx)
 		if err != nil && ctx.Err() == nil {
 			r.log.Error("campaign runner", "err", err)
 		}
 		rest := r.opt.Poll
-		if worked {
+		switch {
+		case worked:
 			rest = time.Duration(float64(time.Since(start)) * (1 - r.opt.Share) / r.opt.Share)
+		case !active && err == nil && due != nil:
+			// Nothing to do until a launch or a cancel: this process's
+			// wake the runner at once.
+			rest = max(r.opt.IdlePoll, r.opt.Poll)
 		}
+		timer.Reset(rest)
 		select {
 		case <-ctx.Done():
-		case <-time.After(rest):
+		case <-due:
+		case <-timer.C:
 		}
+		timer.Stop()
 	}
 }
 
 // pass gives every active campaign one turn: a chunk to expand, a batch to
-// withdraw or a completion check. It reports whether any did work; a
-// campaign whose turn fails waits, and the others go on.
-func (r *Runner) pass(ctx context.Context) (worked bool, err error) {
+// withdraw or a completion check. It reports whether any did work, and
+// whether any is active; a campaign whose turn fails waits, and the others
+// go on.
+func (r *Runner) pass(ctx context.Context) (worked, anyActive bool, err error) {
 	cs, err := r.store.ActiveCampaigns(ctx)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
+	anyActive = len(cs) > 0
 	active := make(map[string]bool, len(cs))
 	for _, c := range cs {
 		active[c.ID] = true
@@ -177,7 +208,7 @@ func (r *Runner) pass(ctx context.Context) (worked bool, err error) {
 		w, err := r.turn(ctx, c)
 		if err != nil {
 			if ctx.Err() != nil {
-				return worked, nil
+				return worked, anyActive, nil
 			}
 			r.log.Error("campaign runner", "campaign_id", c.ID, "err", err)
 			r.wait(c, r.opt.Wait)
@@ -188,7 +219,7 @@ func (r *Runner) pass(ctx context.Context) (worked bool, err error) {
 	maps.DeleteFunc(r.lists, func(id string, _ []string) bool { return !active[id] })
 	maps.DeleteFunc(r.templates, func(id string, _ *tmpl.Template) bool { return !active[id] })
 	maps.DeleteFunc(r.withdrawn, func(id string, _ int) bool { return !active[id] })
-	return worked, nil
+	return worked, anyActive, nil
 }
 
 func (r *Runner) wait(c *sb.Campaign, d time.Duration) {

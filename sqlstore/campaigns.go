@@ -226,6 +226,7 @@ func (db *DB) LaunchCampaign(ctx context.Context, tenantID string, env sb.Enviro
 	if err != nil {
 		return nil, err
 	}
+	wake(db.campaignsDue)
 	return db.Campaign(ctx, tenantID, env, id)
 }
 
@@ -251,6 +252,7 @@ func (db *DB) CancelCampaign(ctx context.Context, tenantID string, env sb.Enviro
 	if err != nil {
 		return nil, err
 	}
+	wake(db.campaignsDue)
 	return db.Campaign(ctx, tenantID, env, id)
 }
 

@@ -119,9 +119,10 @@ type DB struct {
 	stopAllowances chan struct{}
 	allowancesDone chan struct{}
 
-	messagesDue chan struct{}            // wakes this node's delivery workers
-	handover    atomic.Pointer[handover] // accepted sends on their way to this node's worker
-	webhooksDue chan struct{}            // wakes this node's webhook workers
+	messagesDue  chan struct{}            // wakes this node's delivery workers
+	handover     atomic.Pointer[handover] // accepted sends on their way to this node's worker
+	webhooksDue  chan struct{}            // wakes this node's webhook workers
+	campaignsDue chan struct{}            // wakes this node's campaign runner
 
 	// redelivered counts possible duplicate hand-offs (see Redeliveries).
 	redelivered struct {
@@ -143,6 +144,10 @@ func wake(c chan struct{}) {
 	default:
 	}
 }
+
+// CampaignsDue is signalled after this process launches or cancels a
+// campaign. Other nodes find it by polling.
+func (db *DB) CampaignsDue() <-chan struct{} { return db.campaignsDue }
 
 func (db *DB) wakeMessages() { wake(db.messagesDue) }
 func (db *DB) wakeWebhooks() { wake(db.webhooksDue) }
@@ -219,6 +224,7 @@ func OpenOptions(ctx context.Context, url string, opt Options) (*DB, error) {
 	}
 	db.messagesDue = make(chan struct{}, 1)
 	db.webhooksDue = make(chan struct{}, 1)
+	db.campaignsDue = make(chan struct{}, 1)
 	db.node = sb.NewID()
 	db.host = hostID()
 	db.shardBase = newShardBase()
