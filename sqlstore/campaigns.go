@@ -66,7 +66,7 @@ func (db *DB) CreateCampaign(ctx context.Context, c *sb.Campaign, maxOpen int) e
 		b, _ := json.Marshal(c.Recipients)
 		recipients = string(b)
 	}
-	return db.Write(ctx, func(tx *Tx) error {
+	err := db.Write(ctx, func(tx *Tx) error {
 		if maxOpen > 0 {
 			if err := tx.lockTenant(ctx, c.TenantID); err != nil {
 				return err
@@ -86,6 +86,10 @@ func (db *DB) CreateCampaign(ctx context.Context, c *sb.Campaign, maxOpen int) e
 			c.Channel, c.Audience, c.Status, c.Total, sb.Micros(c.CreatedAt), recipients)
 		return err
 	})
+	if err == nil && c.Status != sb.CampaignDraft { // created running (tests, imports): the runner's at once
+		wake(db.campaignsDue)
+	}
+	return err
 }
 
 // Campaign returns one campaign with its message counts, or
