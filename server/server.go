@@ -516,7 +516,7 @@ func Run(ctx context.Context, c Config) error {
 	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { api.Background(bgCtx) })
-	dispatcher := webhook.New(db, webhook.Options{AllowPrivate: c.AllowPrivateWebhooks, Registry: reg, Log: log})
+	dispatcher := webhook.New(db, webhook.Options{AllowPrivate: c.AllowPrivateWebhooks, Registry: reg, Log: log, Poll: webhookPoll(db.Dialect())})
 	runner := campaign.New(db, router, plans, campaign.Options{Registry: reg, Log: log})
 	wg.Go(func() {
 		delivery.New(db, router, delivery.Options{Lease: c.DeliveryLease, OutcomeTimeout: c.DeliveryLease, Observer: observer, Log: log}).Run(bgCtx)
@@ -645,4 +645,17 @@ func pprofMux() http.Handler {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// webhookPoll is how often the webhook dispatcher looks for deliveries
+// without a wake-up (0: the dispatcher's default). Its poll finds those
+// other nodes queued; a SQLite database has no other node, and this
+// process wakes its dispatcher for every delivery it queues or makes due,
+// and after recording attempts (a retry), so there it is only a safety
+// net.
+func webhookPoll(d sqlstore.Dialect) time.Duration {
+	if d == sqlstore.SQLite {
+		return 5 * time.Second
+	}
+	return 0
 }
