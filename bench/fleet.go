@@ -245,8 +245,8 @@ func (r *benchFleetReport) text() string {
 	fmt.Fprintf(&b, "server memory, live (heap in use + stacks, after a GC): %.1f MiB before the phones connected, %.1f MiB with them, %.1f MiB after the rest: %.1f KiB per phone (%.1f KiB of it stacks)\n",
 		r.LiveBeforeMiB, r.LiveAfterMiB, r.LiveRestedMiB, r.KiBPerPhone, r.StackKiBPerPhone)
 	fmt.Fprintf(&b, "server memory, resident: %.1f MiB before, %.1f MiB with them: %.1f KiB per phone\n", r.RSSBeforeMiB, r.RSSAfterMiB, r.RSSKiBPerPhone)
-	fmt.Fprintf(&b, "server CPU at rest (%.0fs): %.2f%% of a core per 100 phones (the server without phones: %.2f%% of a core)\n",
-		r.RestSeconds, r.RestCPUPer100, r.IdleCPUPercent)
+	fmt.Fprintf(&b, "server CPU at rest (%.0fs): %.2f%% of a core per 100 phones, the whole server's (the server without phones: %.2f%% of a core; net of it, the phones cost %.2f%% per 100)\n",
+		r.RestSeconds, r.RestCPUPer100, r.IdleCPUPercent, r.RestCPUPer100-r.IdleCPUPercent/(float64(r.Phones)/100))
 	fmt.Fprintf(&b, "server CPU sending %.0f/s (%.0fs): %.2f%% of a core per 100 phones; %d sent, %d went out from devices, %d errors\n",
 		r.Rate, r.LoadSeconds, r.LoadCPUPer100, r.Sent, r.Delivered, r.Errors)
 	fmt.Fprintf(&b, "pings stored: %.0f\n", r.Pings)
