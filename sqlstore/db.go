@@ -85,6 +85,11 @@ type DB struct {
 	checkpointsDone chan struct{}
 	walFull         atomic.Bool  // SQLite: the WAL should start over (see restartWAL)
 	walRestartPages atomic.Int64 // SQLite: the WAL length that asks for it
+	// walPath is the SQLite WAL file; walCopied the size and time of its
+	// last write when a checkpoint last found every frame copied (see
+	// checkpoint). Only the checkpoint loop uses them.
+	walPath   string
+	walCopied walStamp
 
 	// pairingKey keys the stored form of pairing codes (pairingkey.go).
 	pairingKey       []byte
@@ -314,7 +319,7 @@ func openSQLite(path string) (*DB, error) {
 		return nil, err
 	}
 	ckpt.SetMaxOpenConns(1)
-	db := &DB{dialect: SQLite, write: write, read: read, ckpt: ckpt, dsn: path}
+	db := &DB{dialect: SQLite, write: write, read: read, ckpt: ckpt, dsn: path, walPath: path + "-wal"}
 	db.walRestartPages.Store(walRestartPages)
 	return db, nil
 }
@@ -1166,25 +1171,46 @@ func (db *DB) checkpointLoop() {
 	}
 }
 
+// walStamp is the size and modification time of the WAL file.
+type walStamp struct{ size, mod int64 }
+
 // checkpoint copies the WAL into the database file from the checkpoint
 // connection (PASSIVE: it never blocks the writer or readers) and asks the
-// writer to restart the WAL once it is walRestartPages long.
+// writer to restart the WAL once it is walRestartPages long. A WAL not
+// written since a checkpoint found every frame copied has nothing to copy:
+// it is left alone, without a statement (an idle server's most frequent
+// work). File times may be coarse (a write in the same clock tick as the
+// look would not change them), so a WAL written within the last second is
+// always checkpointed.
 func (db *DB) checkpoint() {
-	if _, logPages, ok := passiveCheckpoint(db.ckpt); ok && int64(logPages) >= db.walRestartPages.Load() {
+	var st walStamp
+	if fi, err := os.Stat(db.walPath); err == nil && time.Since(fi.ModTime()) > time.Second {
+		st = walStamp{fi.Size(), fi.ModTime().UnixNano()}
+		if st == db.walCopied {
+			return
+		}
+	}
+	busy, logPages, done, ok := passiveCheckpoint(db.ckpt)
+	if ok && int64(logPages) >= db.walRestartPages.Load() {
 		db.walFull.Store(true)
+	}
+	db.walCopied = walStamp{}
+	if ok && !busy && done == logPages {
+		db.walCopied = st // zero (never matched) unless the WAL was last written over a second ago
 	}
 }
 
 // passiveCheckpoint runs a PASSIVE checkpoint on c and reports whether
-// another checkpoint was running (busy: nothing was copied) and how many
-// frames the WAL holds; ok is false (and the error logged) when it failed.
-func passiveCheckpoint(c *sql.DB) (busy bool, logPages int, ok bool) {
-	var b, done int
-	if err := c.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&b, &logPages, &done); err != nil {
+// another checkpoint was running (busy: nothing was copied), how many
+// frames the WAL holds and how many of them are copied; ok is false (and
+// the error logged) when it failed.
+func passiveCheckpoint(c *sql.DB) (busy bool, logPages, copied int, ok bool) {
+	var b int
+	if err := c.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&b, &logPages, &copied); err != nil {
 		slog.Warn("sqlite checkpoint", "err", err)
-		return false, 0, false
+		return false, 0, 0, false
 	}
-	return b != 0, logPages, true
+	return b != 0, logPages, copied, true
 }
 
 // The WAL starts over from its beginning only when a write transaction
@@ -1211,7 +1237,7 @@ func (db *DB) restartWAL() {
 	if !db.walFull.CompareAndSwap(true, false) {
 		return
 	}
-	if busy, _, ok := passiveCheckpoint(db.write); ok && busy {
+	if busy, _, _, ok := passiveCheckpoint(db.write); ok && busy {
 		db.walFull.Store(true)
 	}
 }
