@@ -208,9 +208,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ph *sb.Phone) er
 			s.detached.Done()
 		} else {
 			out = nil
+			s.track(conn, true)
 			go func() {
 				defer s.detached.Done()
-				o := &connOut{conn: conn}
+				defer s.track(conn, false)
+				o := &connOut{conn: conn, closing: s.closing}
 				defer o.close()
 				st.serve(context.WithoutCancel(ctx), o)
 				s.streamEnded(ph, stream, st.others)
@@ -260,8 +262,11 @@ func (o *handlerOut) gone() bool { return false }
 // with, and ends it with the last chunk.
 type connOut struct {
 	conn net.Conn
-	buf  []byte
-	one  [1]byte
+	// closing is the server's: once closed, nothing more is written but
+	// the last chunk (Shutdown cuts a write in progress short).
+	closing <-chan struct{}
+	buf     []byte
+	one     [1]byte
 }
 
 // streamWriteTimeout bounds a write to a hijacked stream: a device that
@@ -272,6 +277,12 @@ func (o *connOut) send(chunk string) bool {
 	o.buf = strconv.AppendInt(o.buf[:0], int64(len(chunk)), 16)
 	o.buf = append(append(append(o.buf, "\r\n"...), chunk...), "\r\n"...)
 	o.conn.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	// After the deadline is set: a Shutdown that comes later sets its own.
+	select {
+	case <-o.closing:
+		return false
+	default:
+	}
 	_, err := o.conn.Write(o.buf)
 	if cap(o.buf) > 256 {
 		o.buf = nil

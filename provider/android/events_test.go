@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -371,4 +372,127 @@ func gaugeOf(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no %s", name)
 	return 0
+}
+
+// stallListener hands out connections whose writes, once stalled, wait for
+// their write deadline as a socket whose device stopped reading does.
+type stallListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []*stallConn
+}
+
+func (l *stallListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	sc := &stallConn{Conn: c, changed: make(chan struct{})}
+	l.mu.Lock()
+	l.conns = append(l.conns, sc)
+	l.mu.Unlock()
+	return sc, nil
+}
+
+// stall makes every connection's writes wait from now on.
+func (l *stallListener) stall() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.conns {
+		c.mu.Lock()
+		c.stalled = true
+		c.mu.Unlock()
+	}
+}
+
+type stallConn struct {
+	net.Conn
+	mu       sync.Mutex
+	stalled  bool
+	deadline time.Time
+	changed  chan struct{} // closed when the deadline changes
+	waiting  atomic.Int64  // writes waiting
+}
+
+func (c *stallConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.deadline = t
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *stallConn) SetDeadline(t time.Time) error {
+	c.SetWriteDeadline(t)
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *stallConn) Write(p []byte) (int, error) {
+	for {
+		c.mu.Lock()
+		stalled, d, changed := c.stalled, c.deadline, c.changed
+		c.mu.Unlock()
+		if !stalled {
+			return c.Conn.Write(p)
+		}
+		if !d.IsZero() && !time.Now().Before(d) {
+			return 0, os.ErrDeadlineExceeded
+		}
+		var expire <-chan time.Time
+		if !d.IsZero() {
+			t := time.NewTimer(time.Until(d))
+			defer t.Stop()
+			expire = t.C
+		}
+		c.waiting.Add(1)
+		select {
+		case <-changed:
+		case <-expire:
+		}
+		c.waiting.Add(-1)
+	}
+}
+
+// TestShutdownEndsStalledStream: Shutdown ends a stream served outside its
+// handler whose device stopped reading (its write waiting for the socket)
+// at once, not when the write's own deadline (a minute) runs out.
+func TestShutdownEndsStalledStream(t *testing.T) {
+	db := openStore(t, dbtest.SQLite(t))
+	srv := android.New(android.Config{Store: db, Routing: sb.Routing{OfflineAfter: time.Hour}})
+	android.SetKeepAlive(srv, 10*time.Millisecond)
+	ts := httptest.NewUnstartedServer(srv)
+	ln := &stallListener{Listener: ts.Listener}
+	ts.Listener = ln
+	var hijacked atomic.Int64
+	ts.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateHijacked {
+			hijacked.Add(1)
+		}
+	}
+	ts.Start()
+	t.Cleanup(ts.Close)
+	_, _, code := livePhone(t, db)
+	token := pairToken(t, srv, code)
+
+	openStream(t, ts.Client(), ts.URL, token)
+	waitFor(t, "the stream's connection hijacked", func() bool { return hijacked.Load() == 1 })
+	ln.stall()
+	waitFor(t, "the stream's write to wait for the device", func() bool {
+		ln.mu.Lock()
+		defer ln.mu.Unlock()
+		for _, c := range ln.conns {
+			if c.waiting.Load() > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	done := make(chan struct{})
+	go func() { srv.Shutdown(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second): // the write's own deadline is a minute
+		t.Fatal("Shutdown waits for the stalled stream's write")
+	}
 }

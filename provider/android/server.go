@@ -117,8 +117,10 @@ type Server struct {
 	// four writes or more in every OfflineAfter.
 	touchGap time.Duration
 	// detached counts the streams served by goroutines of their own
-	// (events): Shutdown waits for them.
+	// (events): Shutdown waits for them. conns are their connections,
+	// whose writes Shutdown cuts short (under mu).
 	detached sync.WaitGroup
+	conns    map[net.Conn]bool
 
 	streams streams
 	pacing  pacing
@@ -140,8 +142,28 @@ type Server struct {
 func (s *Server) Shutdown() {
 	s.mu.Lock()
 	s.once.Do(func() { close(s.closing) })
+	// A stream writing to a device that stopped reading would wait for
+	// its write's deadline (streamWriteTimeout): it fails now.
+	for c := range s.conns {
+		c.SetWriteDeadline(time.Now())
+	}
 	s.mu.Unlock()
 	s.detached.Wait()
+}
+
+// track adds (on) or removes the connection of a stream served outside
+// its handler, for Shutdown.
+func (s *Server) track(c net.Conn, on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !on {
+		delete(s.conns, c)
+		return
+	}
+	if s.conns == nil {
+		s.conns = map[net.Conn]bool{}
+	}
+	s.conns[c] = true
 }
 
 // detach counts a stream about to be served outside its handler, unless
