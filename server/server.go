@@ -596,6 +596,9 @@ func Run(ctx context.Context, c Config) error {
 			err = nil
 		}
 	}
+	// The event streams served outside the server's handlers (which its
+	// Shutdown does not wait for) end before the workers and the database.
+	devices.Shutdown()
 	stopBg()
 	wg.Wait()
 	if live != nil {
