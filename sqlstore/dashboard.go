@@ -186,7 +186,7 @@ func (db *DB) WebhookHealth(ctx context.Context, tenantID string, env sb.Environ
 		out = append(out, h)
 	}
 	if len(latest) > 0 {
-		if err := db.attachAttempts(ctx, latest); err != nil {
+		if err := attachAttempts(ctx, db.query, latest); err != nil {
 			return nil, err
 		}
 	}

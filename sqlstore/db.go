@@ -572,6 +572,42 @@ func (db *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, 
 	}
 }
 
+// queryFunc runs a query: db.query, or one of a snapshot (readSnapshot).
+type queryFunc func(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+
+// readSnapshot runs fn with queries that all see one snapshot of the
+// database: a read-only REPEATABLE READ transaction on PostgreSQL, a read
+// transaction on SQLite (WAL keeps its snapshot until it ends). For reads
+// whose parts must agree, such as rows and their children read apart.
+func (db *DB) readSnapshot(ctx context.Context, fn func(q queryFunc) error) error {
+	var conn *sql.Conn
+	var err error
+	begin := "BEGIN DEFERRED" // not the pool's _txlock=immediate: the read pool may not write
+	if db.dialect == Postgres {
+		conn, err = db.acquire(ctx)
+		begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+	} else {
+		conn, err = db.read.Conn(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, begin); err != nil {
+		return db.classify(err)
+	}
+	// Read only: nothing to commit. A connection whose ROLLBACK fails is
+	// not given back to the pool.
+	defer func() {
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
+			conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}()
+	return fn(func(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+		return conn.QueryContext(ctx, db.q(query), args...)
+	})
+}
+
 // row is one row of a query: a *sql.Row on SQLite; on PostgreSQL the rows
 // of the query, or the error of taking a connection for it.
 type row struct {

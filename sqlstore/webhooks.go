@@ -451,39 +451,46 @@ func (db *DB) Deliveries(ctx context.Context, tenantID string, env sb.Environmen
 }
 
 // queryDeliveries returns the deliveries query selects (deliveryCols),
-// each with its attempts.
+// each with its attempts, read in one snapshot: a delivery's state and its
+// attempts always come from the same commit (read apart, a listing could
+// show the attempt a dispatcher had just recorded beside the lease that
+// attempt ended, as if the retry were due when the lease runs out).
 func (db *DB) queryDeliveries(ctx context.Context, query string, args ...any) ([]*sb.Delivery, error) {
-	rows, err := db.query(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
 	var out []*sb.Delivery
-	byID := map[string]*sb.Delivery{}
-	for rows.Next() {
-		d, err := scanDelivery(rows)
+	err := db.readSnapshot(ctx, func(q queryFunc) error {
+		out = nil
+		rows, err := q(ctx, query, args...)
 		if err != nil {
-			rows.Close()
-			return nil, err
+			return err
 		}
-		out = append(out, d)
-		byID[d.ID] = d
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(out) == 0 {
-		return out, err
-	}
-	if err := db.attachAttempts(ctx, byID); err != nil {
+		byID := map[string]*sb.Delivery{}
+		for rows.Next() {
+			d, err := scanDelivery(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			out = append(out, d)
+			byID[d.ID] = d
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil || len(out) == 0 {
+			return err
+		}
+		return attachAttempts(ctx, q, byID)
+	})
+	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (db *DB) attachAttempts(ctx context.Context, byID map[string]*sb.Delivery) error {
+func attachAttempts(ctx context.Context, q queryFunc, byID map[string]*sb.Delivery) error {
 	ids := make([]any, 0, len(byID))
 	for id := range byID {
 		ids = append(ids, id)
 	}
-	rows, err := db.query(ctx, `SELECT delivery_id, at, status_code, error, duration_ms, response_body FROM webhook_attempts
+	rows, err := q(ctx, `SELECT delivery_id, at, status_code, error, duration_ms, response_body FROM webhook_attempts
 		WHERE delivery_id IN (`+placeholders(len(ids))+`) ORDER BY delivery_id, n`, ids...)
 	if err != nil {
 		return err
@@ -507,15 +514,15 @@ func (db *DB) attachAttempts(ctx context.Context, byID map[string]*sb.Delivery) 
 // Delivery returns one delivery of a webhook of the environment, with its
 // attempts.
 func (db *DB) Delivery(ctx context.Context, tenantID string, env sb.Environment, webhookID, id string) (*sb.Delivery, error) {
-	d, err := scanDelivery(db.queryRow(ctx, `SELECT `+deliveryCols+` FROM webhook_deliveries
-		WHERE tenant_id = ? AND environment = ? AND webhook_id = ? AND id = ?`, tenantID, string(env), webhookID, id))
+	ds, err := db.queryDeliveries(ctx, `SELECT `+deliveryCols+` FROM webhook_deliveries
+		WHERE tenant_id = ? AND environment = ? AND webhook_id = ? AND id = ?`, tenantID, string(env), webhookID, id)
 	if err != nil {
 		return nil, err
 	}
-	if err := db.attachAttempts(ctx, map[string]*sb.Delivery{d.ID: d}); err != nil {
-		return nil, err
+	if len(ds) == 0 {
+		return nil, sb.ErrNotFound
 	}
-	return d, nil
+	return ds[0], nil
 }
 
 // RetryDelivery starts a new cycle of tries for a failed delivery, due now,
@@ -545,7 +552,7 @@ func (db *DB) RetryDelivery(ctx context.Context, tenantID string, env sb.Environ
 	}
 	// Read the log before the workers are woken, so that it shows the
 	// delivery as the retry left it.
-	err = db.attachAttempts(ctx, map[string]*sb.Delivery{d.ID: d})
+	err = attachAttempts(ctx, db.query, map[string]*sb.Delivery{d.ID: d})
 	db.wakeWebhooks()
 	return d, err
 }
