@@ -149,18 +149,17 @@ func (t *Tx) sweepClaims(ctx context.Context, now time.Time, limit int) error {
 	return err
 }
 
-// scanIDs reads a column of ids and closes rows.
+// scanIDs reads a column of ids, as statement arguments, and closes rows.
 func scanIDs(rows *sql.Rows) ([]any, error) {
-	defer rows.Close()
-	var ids []any
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
+	ss, err := scanStrings(rows)
+	if err != nil {
+		return nil, err
 	}
-	return ids, rows.Err()
+	ids := make([]any, len(ss))
+	for i, s := range ss {
+		ids[i] = s
+	}
+	return ids, nil
 }
 
 // scanStrings reads a column of text, such as ids, and closes rows.
