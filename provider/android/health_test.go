@@ -48,13 +48,7 @@ func TestPingHealth(t *testing.T) {
 		srv := android.New(android.Config{Store: db, Routing: sb.Routing{OfflineAfter: time.Minute, PingInterval: 10 * time.Second}, Registry: reg})
 		t.Cleanup(srv.Shutdown)
 		token := pairToken(t, srv, code)
-		call := func(method, path, body string) *httptest.ResponseRecorder {
-			r := httptest.NewRequest(method, path, strings.NewReader(body))
-			r.Header.Set("Authorization", "Bearer "+token)
-			w := httptest.NewRecorder()
-			srv.ServeHTTP(w, r)
-			return w
-		}
+		call := deviceCaller(srv, token)
 		var hooks []smsgateway.Webhook
 		w := call("GET", android.Prefix+"/webhooks", "")
 		if json.Unmarshal(w.Body.Bytes(), &hooks) != nil || len(hooks) != 3 || hooks[1].Event != smsgateway.WebhookEventSystemPing || hooks[2].Event != "app:started" {
@@ -142,13 +136,7 @@ func TestPingHealthConfirmedTogether(t *testing.T) {
 			Now: func() time.Time { return clock(0) }})
 		t.Cleanup(srv.Shutdown)
 		token := pairToken(t, srv, code)
-		call := func(method, path, body string) *httptest.ResponseRecorder {
-			r := httptest.NewRequest(method, path, strings.NewReader(body))
-			r.Header.Set("Authorization", "Bearer "+token)
-			w := httptest.NewRecorder()
-			srv.ServeHTTP(w, r)
-			return w
-		}
+		call := deviceCaller(srv, token)
 		var hooks []smsgateway.Webhook
 		if w := call("GET", android.Prefix+"/webhooks", ""); json.Unmarshal(w.Body.Bytes(), &hooks) != nil || len(hooks) < 2 {
 			t.Fatalf("GET /webhooks: %s", w.Body)
@@ -202,4 +190,16 @@ func TestPingHealthConfirmedTogether(t *testing.T) {
 		ping(40)
 		waitFor(t, "the confirmation written by the running server", func() bool { return health().ReportedAt.Equal(t4) })
 	})
+}
+
+// deviceCaller returns a function that makes a request of the device API
+// of h as the device whose token is token.
+func deviceCaller(h http.Handler, token string) func(method, path, body string) *httptest.ResponseRecorder {
+	return func(method, path, body string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, path, strings.NewReader(body))
+		r.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
 }
